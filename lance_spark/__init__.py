@@ -1,0 +1,40 @@
+"""lance_spark: Spark's Python data source for Lance tables.
+
+Example::
+
+    import lance_spark
+    lance_spark.register(spark)
+    df = spark.read.format("lance").load("/data/pets.lance")
+    df.write.format("lance").mode("append").save("/data/pets.lance")
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from lance_spark._session import register
+from lance_spark._source import LanceDataSource
+from lance_spark.errors import (
+    ColumnNotFoundError,
+    CommitConflictError,
+    InvalidOptionError,
+    LanceSparkError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    UnsupportedTypeError,
+    VersionNotFoundError,
+)
+
+__all__ = [
+    "ColumnNotFoundError",
+    "CommitConflictError",
+    "InvalidOptionError",
+    "LanceDataSource",
+    "LanceSparkError",
+    "SchemaMismatchError",
+    "TableNotFoundError",
+    "UnsupportedTypeError",
+    "VersionNotFoundError",
+    "__version__",
+    "register",
+]

@@ -1,0 +1,110 @@
+"""Committing one Lance transaction per Spark job, with the metadata history reads later."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import lance
+import pyarrow as pa
+from lance.commit import CommitConflictError as LanceCommitConflict
+from lance.fragment import FragmentMetadata
+
+from lance_spark.errors import CommitConflictError
+
+# Keys of a version's transaction properties written by the connector.
+PROP_OPERATION = "lance_spark.operation"
+PROP_PARAMETERS = "lance_spark.operationParameters"
+PROP_METRICS = "lance_spark.operationMetrics"
+PROP_USER_METADATA = "lance_spark.userMetadata"
+PROP_APP_ID = "lance_spark.appId"
+PROP_ENGINE = "lance_spark.engine"
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a commit records about itself, read back by history."""
+
+    operation: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    metrics: Mapping[str, int] = field(default_factory=dict)
+    user_metadata: str | None = None
+    app_id: str | None = None
+
+    def properties(self) -> dict[str, str]:
+        from lance_spark import __version__
+
+        props = {
+            PROP_OPERATION: self.operation,
+            PROP_PARAMETERS: json.dumps(dict(self.parameters), sort_keys=True),
+            PROP_METRICS: json.dumps(dict(self.metrics), sort_keys=True),
+            PROP_ENGINE: f"lance_spark/{__version__}",
+        }
+        if self.user_metadata is not None:
+            props[PROP_USER_METADATA] = self.user_metadata
+        if self.app_id:
+            props[PROP_APP_ID] = self.app_id
+        return props
+
+
+def commit(
+    uri: str,
+    operation: lance.LanceOperation.BaseOperation,
+    *,
+    read_version: int | None,
+    info: CommitInfo,
+    storage: Mapping[str, str],
+    enable_stable_row_ids: bool | None = None,
+) -> int:
+    """Commit ``operation`` on ``read_version``; returns the new version number.
+
+    ``read_version`` None creates the table. A conflict Lance cannot rebase becomes
+    :class:`CommitConflictError` naming both versions; the table is left as it was.
+    """
+    tx = lance.Transaction(
+        read_version=read_version or 0,
+        operation=operation,
+        transaction_properties=info.properties(),
+    )
+    try:
+        ds = lance.LanceDataset.commit(
+            uri,
+            tx,
+            storage_options=dict(storage) or None,
+            enable_stable_row_ids=enable_stable_row_ids,
+        )
+    except LanceCommitConflict as err:
+        latest = _latest_version(uri, storage)
+        raise CommitConflictError(
+            f"{info.operation} on the Lance table at {uri!r} started from version "
+            f"{read_version} but version {latest} was committed meanwhile by another writer, "
+            f"and Lance cannot rebase this change onto it ({_first_line(err)}). "
+            "Nothing was committed; run the job again."
+        ) from err
+    return int(ds.version)
+
+
+def fragments_from_json(messages: Sequence[Sequence[str]]) -> list[FragmentMetadata]:
+    return [FragmentMetadata.from_json(doc) for docs in messages for doc in docs]
+
+
+def append_op(fragments: Sequence[FragmentMetadata]) -> lance.LanceOperation.BaseOperation:
+    return lance.LanceOperation.Append(list(fragments))
+
+
+def overwrite_op(
+    schema: pa.Schema, fragments: Sequence[FragmentMetadata]
+) -> lance.LanceOperation.BaseOperation:
+    return lance.LanceOperation.Overwrite(schema, list(fragments))
+
+
+def _latest_version(uri: str, storage: Mapping[str, str]) -> int | str:
+    try:
+        return int(lance.dataset(uri, storage_options=dict(storage) or None).version)
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).split(", /")[0].splitlines()[0]

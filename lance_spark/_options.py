@@ -1,0 +1,369 @@
+"""Options of the ``lance`` data source, parsed once into frozen dataclasses.
+
+Spark hands a data source its options as a case-insensitive mapping of strings. Every key
+is validated here: an unknown key is an error that lists the valid ones, so a typo such as
+``verison`` fails loudly instead of silently reading the latest version.
+
+Storage options (credentials, endpoints) come from ``storage.<key>`` options and from the
+Spark conf ``spark.lance.storage.<key>`` (captured by :func:`lance_spark.register`). They are
+kept out of every ``repr`` so they never reach a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from lance_spark.errors import InvalidOptionError
+
+# --- keys shared by reads and writes -------------------------------------------------------
+PATH = "path"
+STORAGE_PREFIX = "storage."
+# Keys Spark itself puts into the options of a data source (catalog tables, DataFrameReader).
+SPARK_KEYS = frozenset({"path", "paths", "location", "provider", "owner", "comment", "external"})
+
+# --- read keys ------------------------------------------------------------------------------
+VERSION = "version"
+VERSION_AS_OF = "versionasof"
+TIMESTAMP_AS_OF = "timestampasof"
+TAG = "tag"
+COLUMNS = "columns"
+FILTER = "filter"
+METADATA_COLUMNS = "metadata_columns"
+BATCH_SIZE = "batch_size"
+DEFAULT_BATCH_SIZE = 8192
+ROWS_PER_PARTITION = "rows_per_partition"
+# A fragment larger than this is split by row range; smaller ones are packed together.
+DEFAULT_ROWS_PER_PARTITION = 1_000_000
+MIN_PARTITIONS = "min_partitions"
+DEFAULT_MIN_PARTITIONS = 0  # 0: the number of cores Spark reports, see _planning
+
+METADATA_COLUMN_NAMES = ("_rowid", "_rowaddr", "_fragid")
+
+READ_KEYS = frozenset(
+    {
+        VERSION,
+        VERSION_AS_OF,
+        TIMESTAMP_AS_OF,
+        TAG,
+        COLUMNS,
+        FILTER,
+        METADATA_COLUMNS,
+        BATCH_SIZE,
+        ROWS_PER_PARTITION,
+        MIN_PARTITIONS,
+    }
+)
+
+# --- write keys -----------------------------------------------------------------------------
+MERGE_SCHEMA = "mergeschema"
+USER_METADATA = "usermetadata"
+MAX_ROWS_PER_FILE = "max_rows_per_file"
+DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
+MAX_ROWS_PER_GROUP = "max_rows_per_group"
+DEFAULT_MAX_ROWS_PER_GROUP = 1024
+MAX_BYTES_PER_FILE = "max_bytes_per_file"
+DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
+DATA_STORAGE_VERSION = "data_storage_version"
+ENABLE_STABLE_ROW_IDS = "enable_stable_row_ids"
+# `<col>.arrow.fixed-size-list.size`: the option name lance-spark (Java) users know.
+VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
+
+WRITE_KEYS = frozenset(
+    {
+        MERGE_SCHEMA,
+        USER_METADATA,
+        MAX_ROWS_PER_FILE,
+        MAX_ROWS_PER_GROUP,
+        MAX_BYTES_PER_FILE,
+        DATA_STORAGE_VERSION,
+        ENABLE_STABLE_ROW_IDS,
+    }
+)
+
+# Spark's own spelling of options, for error messages (Spark lower-cases keys on the way in).
+_DISPLAY = {
+    VERSION_AS_OF: "versionAsOf",
+    TIMESTAMP_AS_OF: "timestampAsOf",
+    MERGE_SCHEMA: "mergeSchema",
+    USER_METADATA: "userMetadata",
+}
+
+
+def _display(key: str) -> str:
+    return _DISPLAY.get(key, key)
+
+
+@dataclass(frozen=True)
+class TimeTravel:
+    """Which version to read: at most one field is set; none means the latest."""
+
+    version: int | None = None
+    timestamp: datetime | None = None
+    tag: str | None = None
+
+    def describe(self) -> str:
+        if self.version is not None:
+            return f"version {self.version}"
+        if self.timestamp is not None:
+            return f"timestamp {self.timestamp.isoformat()}"
+        if self.tag is not None:
+            return f"tag {self.tag!r}"
+        return "the latest version"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Parsed options of ``spark.read.format("lance")``."""
+
+    uri: str | None
+    time_travel: TimeTravel = TimeTravel()
+    columns: tuple[str, ...] | None = None
+    filter: str | None = None
+    metadata_columns: tuple[str, ...] = ()
+    batch_size: int = DEFAULT_BATCH_SIZE
+    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION
+    min_partitions: int = DEFAULT_MIN_PARTITIONS
+    storage: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Parsed options of ``df.write.format("lance")``."""
+
+    uri: str | None
+    merge_schema: bool = False
+    user_metadata: str | None = None
+    vector_sizes: Mapping[str, int] = field(default_factory=dict)
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+    max_rows_per_group: int = DEFAULT_MAX_ROWS_PER_GROUP
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE
+    data_storage_version: str | None = None
+    enable_stable_row_ids: bool | None = None
+    storage: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+def parse_read_options(
+    options: Mapping[str, str], *, session_storage: Mapping[str, str] | None = None
+) -> ReadOptions:
+    """Validate and parse read options (keys compared case-insensitively)."""
+    opts = _lower(options)
+    _check_known(opts, READ_KEYS, "read")
+    return ReadOptions(
+        uri=_uri(opts),
+        time_travel=_time_travel(opts),
+        columns=_name_list(opts, COLUMNS),
+        filter=_non_empty(opts, FILTER),
+        metadata_columns=_metadata_columns(opts),
+        batch_size=_positive_int(opts, BATCH_SIZE, DEFAULT_BATCH_SIZE),
+        rows_per_partition=_positive_int(opts, ROWS_PER_PARTITION, DEFAULT_ROWS_PER_PARTITION),
+        min_partitions=_non_negative_int(opts, MIN_PARTITIONS, DEFAULT_MIN_PARTITIONS),
+        storage=_storage(opts, session_storage),
+    )
+
+
+def parse_write_options(
+    options: Mapping[str, str], *, session_storage: Mapping[str, str] | None = None
+) -> WriteOptions:
+    """Validate and parse write options (keys compared case-insensitively)."""
+    opts = _lower(options)
+    vector_keys = {k for k in opts if k.endswith(VECTOR_SIZE_SUFFIX)}
+    _check_known({k: v for k, v in opts.items() if k not in vector_keys}, WRITE_KEYS, "write")
+    return WriteOptions(
+        uri=_uri(opts),
+        merge_schema=_bool(opts, MERGE_SCHEMA, default=False),
+        user_metadata=opts.get(USER_METADATA),
+        vector_sizes=_vector_sizes(options),
+        max_rows_per_file=_positive_int(opts, MAX_ROWS_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE),
+        max_rows_per_group=_positive_int(opts, MAX_ROWS_PER_GROUP, DEFAULT_MAX_ROWS_PER_GROUP),
+        max_bytes_per_file=_positive_int(opts, MAX_BYTES_PER_FILE, DEFAULT_MAX_BYTES_PER_FILE),
+        data_storage_version=_non_empty(opts, DATA_STORAGE_VERSION),
+        enable_stable_row_ids=_optional_bool(opts, ENABLE_STABLE_ROW_IDS),
+        storage=_storage(opts, session_storage),
+    )
+
+
+def parse_timestamp(value: str, *, key: str = TIMESTAMP_AS_OF) -> datetime:
+    """Parse an ISO-8601 timestamp; one without a zone is taken as UTC."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidOptionError(
+            f"option {_display(key)}={value!r} is not an ISO-8601 timestamp "
+            "(for example '2026-01-31T12:00:00Z' or '2026-01-31 12:00:00+01:00')"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _check_known(opts: Mapping[str, str], known: frozenset[str], kind: str) -> None:
+    for key in opts:
+        if key in known or key in SPARK_KEYS or key.startswith(STORAGE_PREFIX):
+            continue
+        valid = sorted(_display(k) for k in known)
+        close = difflib.get_close_matches(key, [*known], n=1)
+        hint = f" Did you mean {_display(close[0])!r}?" if close else ""
+        other = WRITE_KEYS if kind == "read" else READ_KEYS
+        if key in other:
+            hint = f" {_display(key)!r} is a {'write' if kind == 'read' else 'read'} option."
+        raise InvalidOptionError(
+            f"unknown {kind} option {key!r} for format 'lance'.{hint} Valid {kind} options: "
+            f"{', '.join(valid)}, and storage.<key> for object-store settings."
+        )
+
+
+def _uri(opts: Mapping[str, str]) -> str | None:
+    uri = opts.get(PATH) or opts.get("location")
+    if opts.get("paths"):
+        raise InvalidOptionError(
+            "format 'lance' reads one table at a time; load(path) takes a single path, "
+            f"got several: {opts['paths']}"
+        )
+    return uri or None
+
+
+def _time_travel(opts: Mapping[str, str]) -> TimeTravel:
+    given = [k for k in (VERSION, VERSION_AS_OF, TIMESTAMP_AS_OF, TAG) if opts.get(k)]
+    if len(given) > 1:
+        names = ", ".join(_display(k) for k in given)
+        raise InvalidOptionError(
+            f"options {names} each choose a version to read; give at most one of them"
+        )
+    if not given:
+        return TimeTravel()
+    key = given[0]
+    value = opts[key]
+    if key == TAG:
+        return TimeTravel(tag=value)
+    if key == TIMESTAMP_AS_OF:
+        return TimeTravel(timestamp=parse_timestamp(value))
+    try:
+        version = int(value)
+    except ValueError:
+        raise InvalidOptionError(
+            f"option {_display(key)}={value!r} is not a version number (a whole number >= 1)"
+        ) from None
+    if version < 1:
+        raise InvalidOptionError(
+            f"option {_display(key)}={value!r} is not a version number (a whole number >= 1)"
+        )
+    return TimeTravel(version=version)
+
+
+def _non_empty(opts: Mapping[str, str], key: str) -> str | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    if not value.strip():
+        raise InvalidOptionError(f"option {_display(key)} is empty")
+    return value
+
+
+def _name_list(opts: Mapping[str, str], key: str) -> tuple[str, ...] | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    names = tuple(part.strip() for part in value.split(","))
+    if not names or any(not n for n in names):
+        raise InvalidOptionError(
+            f"option {_display(key)}={value!r} must be a comma-separated list of column names"
+        )
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidOptionError(f"option {_display(key)} names {duplicates[0]!r} twice")
+    return names
+
+
+def _metadata_columns(opts: Mapping[str, str]) -> tuple[str, ...]:
+    names = _name_list(opts, METADATA_COLUMNS) or ()
+    for name in names:
+        if name not in METADATA_COLUMN_NAMES:
+            raise InvalidOptionError(
+                f"option metadata_columns names {name!r}; valid metadata columns: "
+                f"{', '.join(METADATA_COLUMN_NAMES)}"
+            )
+    return names
+
+
+def _int(opts: Mapping[str, str], key: str, default: int) -> int:
+    value = opts.get(key)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidOptionError(f"option {_display(key)}={value!r} is not a whole number") from None
+
+
+def _positive_int(opts: Mapping[str, str], key: str, default: int) -> int:
+    number = _int(opts, key, default)
+    if number < 1:
+        raise InvalidOptionError(f"option {_display(key)}={number} must be at least 1")
+    return number
+
+
+def _non_negative_int(opts: Mapping[str, str], key: str, default: int) -> int:
+    number = _int(opts, key, default)
+    if number < 0:
+        raise InvalidOptionError(f"option {_display(key)}={number} must be at least 0")
+    return number
+
+
+_TRUE = frozenset({"true", "1", "yes"})
+_FALSE = frozenset({"false", "0", "no"})
+
+
+def _optional_bool(opts: Mapping[str, str], key: str) -> bool | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise InvalidOptionError(f"option {_display(key)}={value!r} must be true or false")
+
+
+def _bool(opts: Mapping[str, str], key: str, *, default: bool) -> bool:
+    parsed = _optional_bool(opts, key)
+    return default if parsed is None else parsed
+
+
+def _vector_sizes(options: Mapping[str, str]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for key, value in options.items():
+        if not str(key).lower().endswith(VECTOR_SIZE_SUFFIX):
+            continue
+        column = str(key)[: -len(VECTOR_SIZE_SUFFIX)]
+        try:
+            size = int(value)
+        except ValueError:
+            size = 0
+        if size < 1 or not column:
+            raise InvalidOptionError(
+                f"option {key}={value!r}: expected <column>{VECTOR_SIZE_SUFFIX}=<length >= 1>"
+            )
+        sizes[column] = size
+    return sizes
+
+
+def _storage(
+    opts: Mapping[str, str], session_storage: Mapping[str, str] | None
+) -> dict[str, str]:
+    storage = dict(session_storage or {})
+    for key, value in opts.items():
+        if key.startswith(STORAGE_PREFIX) and len(key) > len(STORAGE_PREFIX):
+            storage[key[len(STORAGE_PREFIX) :]] = value
+    return storage

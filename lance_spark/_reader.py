@@ -1,0 +1,232 @@
+"""The reader: resolves projection and pushed filters on the driver, scans fragments in tasks.
+
+Everything on :class:`LanceReader` is pickled to the executors, so it holds only small plain
+values (uri, pinned version, column names, a predicate string). Tasks open the dataset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import LongType, StructField, StructType
+
+from lance_spark import _dataset, _types
+from lance_spark._filters import quote_column, translate_filters
+from lance_spark._options import METADATA_COLUMN_NAMES, ReadOptions
+from lance_spark._planning import FragmentInfo, FragmentSlice, LancePartition, plan_partitions
+from lance_spark.errors import ColumnNotFoundError, UnsupportedTypeError
+
+URI_METADATA_KEY = "lance.uri"
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The columns a scan returns: Lance names, the Spark names they get, metadata columns."""
+
+    lance_columns: tuple[str, ...]
+    spark_names: tuple[str, ...]  # same length as lance_columns
+    metadata_columns: tuple[str, ...] = ()
+
+
+def table_projection(table_schema: pa.Schema, options: ReadOptions) -> Projection:
+    """Projection from the ``columns`` and ``metadata_columns`` options (no user schema)."""
+    if options.columns is None:
+        names = tuple(table_schema.names)
+    else:
+        names = tuple(_resolve_name(table_schema, c) for c in options.columns)
+    return Projection(names, names, options.metadata_columns)
+
+
+def user_projection(table_schema: pa.Schema, user: StructType) -> Projection:
+    """Projection from a user-specified schema: its columns, by name, in its order."""
+    lance_columns: list[str] = []
+    spark_names: list[str] = []
+    metadata: list[str] = []
+    for f in user.fields:
+        if f.name in METADATA_COLUMN_NAMES and f.name not in table_schema.names:
+            metadata.append(f.name)
+            continue
+        name = _resolve_name(table_schema, f.name)
+        actual = _types.spark_schema_from_arrow(pa.schema([table_schema.field(name)]))[0].dataType
+        if actual != f.dataType:
+            raise UnsupportedTypeError(
+                f"column {f.name!r} is declared as {f.dataType.simpleString()} in the given "
+                f"schema, but the Lance table stores it as {actual.simpleString()}"
+            )
+        lance_columns.append(name)
+        spark_names.append(f.name)
+    if metadata and [f.name for f in user.fields][-len(metadata) :] != metadata:
+        raise ColumnNotFoundError(
+            f"metadata columns {', '.join(metadata)} must come last in the given schema"
+        )
+    return Projection(tuple(lance_columns), tuple(spark_names), tuple(metadata))
+
+
+def spark_schema(table_schema: pa.Schema, projection: Projection, *, uri: str) -> StructType:
+    """The Spark schema of a scan; each field carries the table uri (for catalog tables)."""
+    arrow = pa.schema([table_schema.field(c) for c in projection.lance_columns])
+    mapped = _types.spark_schema_from_arrow(arrow)
+    fields = [
+        StructField(name, f.dataType, f.nullable) for name, f in zip(projection.spark_names, mapped.fields, strict=True)
+    ]
+    fields += [StructField(m, LongType(), nullable=False) for m in projection.metadata_columns]
+    # Spark hands catalog-table readers and writers empty options but keeps field metadata:
+    # the uri travels there (never storage options: they may hold secrets).
+    return StructType(
+        [StructField(f.name, f.dataType, f.nullable, {URI_METADATA_KEY: uri}) for f in fields]
+    )
+
+
+def uri_from_schema(schema: StructType) -> str | None:
+    for f in schema.fields:
+        uri = (f.metadata or {}).get(URI_METADATA_KEY)
+        if uri:
+            return str(uri)
+    return None
+
+
+def _resolve_name(table_schema: pa.Schema, name: str) -> str:
+    if name in table_schema.names:
+        return name
+    matches = [n for n in table_schema.names if n.lower() == name.lower()]
+    if len(matches) == 1:
+        return matches[0]
+    raise ColumnNotFoundError(
+        f"column {name!r} does not exist in the Lance table; columns: {', '.join(table_schema.names)}"
+    )
+
+
+@dataclass
+class LanceReader(DataSourceReader):  # type: ignore[misc]
+    uri: str
+    version: int
+    table_schema: pa.Schema
+    projection: Projection
+    storage: Mapping[str, str] = field(repr=False)
+    user_filter: str | None = None
+    batch_size: int = 8192
+    rows_per_partition: int = 1_000_000
+    min_partitions: int = 2
+    pushed_filter: str | None = None
+    output_schema: StructType = field(default_factory=StructType)
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
+        renamed = dict(zip(self.projection.spark_names, self.projection.lance_columns, strict=True))
+        by_lance: list[Filter] = []
+        originals: dict[int, Filter] = {}
+        for f in filters:
+            lance_filter = _rename_filter(f, renamed)
+            if lance_filter is None:
+                yield f
+                continue
+            originals[id(lance_filter)] = f
+            by_lance.append(lance_filter)
+        predicate, rejected = translate_filters(by_lance, self.table_schema)
+        self.pushed_filter = predicate
+        for r in rejected:
+            yield originals[id(r)]
+
+    def partitions(self) -> Sequence[InputPartition]:
+        ds = _dataset.open_version(self.uri, self.version, storage=self.storage)
+        infos = [_fragment_info(f.metadata) for f in ds.get_fragments()]
+        return plan_partitions(
+            infos, rows_per_partition=self.rows_per_partition, min_partitions=self.min_partitions
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, LancePartition):
+            raise TypeError(f"unexpected partition {partition!r}")
+        ds = _dataset.open_version(self.uri, self.version, storage=self.storage)
+        # Spark checks each batch against exactly this schema (nullability and list field
+        # names included), so it is derived from the declared Spark schema itself.
+        target = to_arrow_schema(self.output_schema, timezone="UTC")
+        predicate = _and(self.user_filter, self.pushed_filter)
+        meta = self.projection.metadata_columns
+        for batch in _scan(ds, partition.slices, list(self.projection.lance_columns), predicate, meta, self.batch_size):
+            yield _to_spark(batch, self.projection, target)
+
+
+def _scan(
+    ds: Any,
+    slices: Sequence[FragmentSlice],
+    columns: list[str],
+    predicate: str | None,
+    meta: Sequence[str],
+    batch_size: int,
+) -> Iterator[pa.RecordBatch]:
+    kwargs: dict[str, Any] = {
+        "columns": columns,
+        "batch_size": batch_size,
+        "with_row_id": "_rowid" in meta,
+        "with_row_address": "_rowaddr" in meta or "_fragid" in meta,
+    }
+    whole = [s.fragment_id for s in slices if s.is_whole]
+    if whole:
+        fragments = [ds.get_fragment(i) for i in whole]
+        scanner = ds.scanner(fragments=fragments, filter=predicate, scan_in_order=True, **kwargs)
+        yield from scanner.to_batches()
+    for s in slices:
+        if s.is_whole:
+            continue
+        low = (s.fragment_id << 32) | int(s.start or 0)
+        high = (s.fragment_id << 32) | int(s.stop or 0)
+        # A row-address range keeps the split exact whatever the deletions and the filter.
+        ranged = _and(predicate, f"_rowaddr >= {low} AND _rowaddr < {high}")
+        scanner = ds.get_fragment(s.fragment_id).scanner(filter=ranged, **kwargs)
+        yield from scanner.to_batches()
+
+
+def _to_spark(batch: pa.RecordBatch, projection: Projection, target: pa.Schema) -> pa.RecordBatch:
+    width = len(projection.lance_columns)
+    data = pa.RecordBatch.from_arrays(
+        [batch.column(c) for c in projection.lance_columns],
+        schema=pa.schema([batch.schema.field(c) for c in projection.lance_columns]),
+    )
+    data = _types.conform_read_batch(data, pa.schema(list(target)[:width]))
+    arrays = list(data.columns)
+    for m in projection.metadata_columns:
+        values = batch.column("_rowaddr" if m == "_fragid" else m)
+        if m == "_fragid":
+            values = pc.shift_right(values, 32)
+        arrays.append(values.cast(pa.int64()))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _fragment_info(meta: Any) -> FragmentInfo:
+    deleted = meta.deletion_file.num_deleted_rows if meta.deletion_file is not None else 0
+    physical = int(meta.physical_rows)
+    return FragmentInfo(int(meta.id), physical, physical - int(deleted or 0))
+
+
+def _and(*parts: str | None) -> str | None:
+    present = [p for p in parts if p]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+    return " AND ".join(f"({p})" for p in present)
+
+
+def _rename_filter(f: Filter, renamed: Mapping[str, str]) -> Filter | None:
+    """The filter on Lance column names, or None when it touches a metadata column."""
+    import dataclasses
+
+    child = getattr(f, "child", None)
+    if child is not None:
+        inner = _rename_filter(child, renamed)
+        return None if inner is None else dataclasses.replace(f, child=inner)
+    path = tuple(getattr(f, "attribute", ()))
+    if not path or path[0] not in renamed:
+        return None
+    if renamed[path[0]] == path[0]:
+        return f
+    return dataclasses.replace(f, attribute=(renamed[path[0]], *path[1:]))
+
+
+__all__ = ["LanceReader", "Projection", "quote_column"]

@@ -1,0 +1,131 @@
+"""The ``lance`` data source: Spark's entry point for reads and writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.types import StructType
+
+from lance_spark import _dataset, _reader, _writer
+from lance_spark._options import ReadOptions, parse_read_options, parse_write_options
+from lance_spark.errors import InvalidOptionError
+
+FORMAT_NAME = "lance"
+
+
+@dataclass(frozen=True)
+class SessionDefaults:
+    """What :func:`lance_spark.register` captures from the session for the workers.
+
+    Spark's Python data source workers cannot see the Spark conf, so the values the connector
+    needs from it travel on the (pickled) data source class.
+    """
+
+    storage: Mapping[str, str] = field(default_factory=dict, repr=False)
+    app_id: str | None = None
+    parallelism: int = 2
+
+
+class LanceDataSource(DataSource):  # type: ignore[misc]
+    """Spark data source for Lance tables (``format("lance")``).
+
+    Use :func:`lance_spark.register` rather than registering this class directly: it also
+    switches on filter pushdown and passes ``spark.lance.storage.*`` to the workers.
+
+    Example::
+
+        import lance_spark
+        lance_spark.register(spark)
+        df = spark.read.format("lance").load("/data/pets.lance")
+        df.write.format("lance").mode("append").save("/data/pets.lance")
+    """
+
+    defaults: ClassVar[SessionDefaults] = SessionDefaults()
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        opts = self._read_options()
+        uri = self._require_uri(opts.uri, None)
+        ds = _dataset.open_latest(uri, storage=opts.storage)
+        version = _dataset.resolve_version(ds, opts.time_travel, uri=uri)
+        if version != ds.version:
+            ds = _dataset.open_version(uri, version, storage=opts.storage)
+        projection = _reader.table_projection(ds.schema, opts)
+        return _reader.spark_schema(ds.schema, projection, uri=uri)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = self._read_options()
+        uri = self._require_uri(opts.uri, schema)
+        ds = _dataset.open_latest(uri, storage=opts.storage)
+        version = _dataset.resolve_version(ds, opts.time_travel, uri=uri)
+        if version != ds.version:
+            ds = _dataset.open_version(uri, version, storage=opts.storage)
+        table_schema = ds.schema
+        if _reader.uri_from_schema(schema) is None:
+            # A user-specified schema (.schema(...)): read those columns, by name.
+            projection = _reader.user_projection(table_schema, schema)
+        else:
+            # The schema came from schema(), here or stored in the catalog.
+            projection = _reader.table_projection(table_schema, opts)
+            if [*projection.spark_names, *projection.metadata_columns] != schema.names:
+                # A catalog schema older than the table's: read what the catalog declares.
+                projection = _reader.user_projection(table_schema, _strip(schema))
+        return _reader.LanceReader(
+            uri=uri,
+            version=version,
+            table_schema=table_schema,
+            projection=projection,
+            storage=dict(opts.storage),
+            user_filter=opts.filter,
+            batch_size=opts.batch_size,
+            rows_per_partition=opts.rows_per_partition,
+            min_partitions=opts.min_partitions or self.defaults.parallelism,
+            output_schema=schema,  # Spark checks batches against the schema it passed in
+        )
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        opts = parse_write_options(self.options, session_storage=self.defaults.storage)
+        uri = self._require_uri(opts.uri, schema)
+        return _writer.plan_write(
+            uri=uri,
+            spark_schema=_strip(schema),
+            overwrite=overwrite,
+            options=opts,
+            app_id=self.defaults.app_id,
+        )
+
+    def _read_options(self) -> ReadOptions:
+        return parse_read_options(self.options, session_storage=self.defaults.storage)
+
+    @staticmethod
+    def _require_uri(uri: str | None, schema: StructType | None) -> str:
+        found = uri or (_reader.uri_from_schema(schema) if schema is not None else None)
+        if not found:
+            raise InvalidOptionError(
+                "format 'lance' needs the table's path: spark.read.format('lance').load(path), "
+                "df.write.format('lance').save(path), or a catalog table created with "
+                "CREATE TABLE ... USING lance LOCATION 'path'"
+            )
+        return _normalise_uri(found)
+
+
+def _strip(schema: StructType) -> StructType:
+    """The schema without the connector's field metadata."""
+    from pyspark.sql.types import StructField
+
+    return StructType([StructField(f.name, f.dataType, f.nullable) for f in schema.fields])
+
+
+def _normalise_uri(uri: str) -> str:
+    # Catalog locations come back as file:/path; Lance wants a plain path or a full URL.
+    if uri.startswith("file:") and not uri.startswith("file://"):
+        return uri[len("file:") :]
+    if uri.startswith("file://"):
+        return uri[len("file://") :]
+    return uri

@@ -1,0 +1,150 @@
+"""The SQL front: statements on Lance tables that Spark cannot run by itself.
+
+``register(spark)`` wraps ``spark.sql`` of that one session. Each statement is parsed with
+sqlglot (Spark dialect); a statement that is not one this module handles, or that does not
+parse, goes to Spark unchanged, so its result and its errors are Spark's own.
+
+Handled now:
+
+- ``CREATE TABLE t (cols) USING lance LOCATION 'uri'``: Spark stores such a table in the
+  catalog without calling the data source, so readers and writers would later get neither
+  options nor the table's path. The front lets Spark create the entry, creates the (empty)
+  Lance table, and re-creates the entry without columns so that Spark asks the data source
+  for the schema, which carries the path in its field metadata.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+from sqlglot import expressions as exp
+
+from lance_spark import _commit, _dataset, _types
+from lance_spark._options import parse_write_options
+from lance_spark._source import FORMAT_NAME, _normalise_uri
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError
+
+_MARKER = "_lance_spark_sql_installed"
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    """``CREATE TABLE [IF NOT EXISTS] name (cols) USING lance LOCATION 'uri' [OPTIONS (...)]``."""
+
+    name: str
+    location: str | None
+    options: dict[str, str]
+    if_not_exists: bool
+
+
+def install(spark: SparkSession) -> None:
+    """Wrap ``spark.sql`` of this session (once)."""
+    if getattr(spark, _MARKER, False):
+        return
+    original: Callable[..., DataFrame] = spark.sql
+
+    @functools.wraps(original)
+    def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:  # noqa: N803
+        statement = parse(sqlQuery) if args is None and not kwargs else None
+        if isinstance(statement, CreateTable):
+            return _create_table(spark, original, sqlQuery, statement)
+        return original(sqlQuery, args, **kwargs)
+
+    spark.sql = sql  # type: ignore[method-assign]
+    setattr(spark, _MARKER, True)
+
+
+def parse(text: str) -> CreateTable | None:
+    """The Lance statement in ``text``, or None when Spark should run it unchanged."""
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except sqlglot.errors.ParseError:
+        return None
+    if not isinstance(tree, exp.Create) or str(tree.args.get("kind", "")).upper() != "TABLE":
+        return None
+    if not isinstance(tree.this, exp.Schema) or tree.expression is not None:
+        return None  # no column list (Spark calls the source itself), or CTAS
+    props = tree.args.get("properties")
+    provider = location = None
+    options: dict[str, str] = {}
+    for prop in props.expressions if props else []:
+        if isinstance(prop, exp.FileFormatProperty):
+            provider = prop.this.name
+        elif isinstance(prop, exp.LocationProperty):
+            location = prop.this.name
+        elif isinstance(prop, exp.OptionsProperty):
+            options = {p.this.name: p.args["value"].name for p in prop.expressions}
+    if (provider or "").lower() != FORMAT_NAME:
+        return None
+    table = tree.this.this
+    return CreateTable(
+        name=table.sql(dialect="spark"),
+        location=location,
+        options=options,
+        if_not_exists=bool(tree.args.get("exists")),
+    )
+
+
+def _create_table(
+    spark: SparkSession, run: Callable[..., DataFrame], text: str, stmt: CreateTable
+) -> DataFrame:
+    if stmt.location is None:
+        raise InvalidOptionError(
+            f"CREATE TABLE {stmt.name} ... USING lance needs LOCATION 'path': the table lives "
+            "at that path, and the catalog keeps a reference to it"
+        )
+    existed = spark.catalog.tableExists(stmt.name)
+    result = run(text)
+    if existed:
+        return result  # IF NOT EXISTS on an existing table: Spark did nothing, nor do we
+    schema = spark.table(stmt.name).schema
+    uri = _normalise_uri(stmt.location)
+    options = parse_write_options(stmt.options)
+    incoming = to_arrow_schema(schema, timezone="UTC")
+    target = _types.arrow_schema_for_new_table(
+        pa_schema_plain(incoming), vector_sizes=_match_vector_sizes(options.vector_sizes, schema.names)
+    )
+    storage = dict(options.storage)
+    if _dataset.table_exists(uri, storage=storage):
+        existing = _dataset.open_latest(uri, storage=storage).schema
+        if [n.lower() for n in existing.names] != [n.lower() for n in target.names]:
+            run(f"DROP TABLE {stmt.name}")
+            raise SchemaMismatchError(
+                f"a Lance table already exists at {uri!r} with columns "
+                f"{', '.join(existing.names)}, not {', '.join(target.names)}; use "
+                f"CREATE TABLE {stmt.name} USING lance LOCATION '{uri}' without columns"
+            )
+    else:
+        _commit.commit(
+            uri,
+            _commit.overwrite_op(target, []),
+            read_version=None,
+            info=_commit.CommitInfo(operation="CREATE TABLE", parameters={"mode": "Create"}),
+            storage=storage,
+            enable_stable_row_ids=True if options.enable_stable_row_ids is None else options.enable_stable_row_ids,
+        )
+    run(f"DROP TABLE {stmt.name}")
+    # OPTIONS were for creating the Lance table; storage options may hold secrets, which
+    # must not be stored in the catalog.
+    return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {_q(uri)}")
+
+
+def pa_schema_plain(schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([f.remove_metadata() for f in schema])
+
+
+def _match_vector_sizes(sizes: dict[str, int] | Any, names: list[str]) -> dict[str, int]:
+    by_lower = {n.lower(): n for n in names}
+    return {by_lower.get(k.lower(), k): v for k, v in sizes.items()}
+
+
+def _q(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

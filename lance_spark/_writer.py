@@ -1,0 +1,187 @@
+"""The writer: tasks stream Arrow batches into Lance fragments, the driver commits once.
+
+Planning (on the driver, before any task runs) pins ``read_version`` and the target Arrow
+schema, so schema errors surface before a single file is written. Each task streams its
+batches through :func:`lance.fragment.write_fragments` and returns the fragment metadata
+as JSON; :meth:`LanceWriter.commit` turns all of them into ONE Lance transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pyarrow as pa
+from lance.fragment import write_fragments
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from lance_spark import _commit, _dataset, _files, _types
+from lance_spark._options import WriteOptions
+from lance_spark.errors import CommitConflictError, SchemaMismatchError
+
+_log = logging.getLogger(__name__)
+
+
+class WriteMode(Enum):
+    CREATE = "create"
+    APPEND = "append"
+    OVERWRITE = "overwrite"
+
+
+@dataclass(frozen=True)
+class LanceCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+    """What one task wrote: fragment metadata as JSON, and row count."""
+
+    fragments: tuple[str, ...]
+    num_rows: int
+    num_bytes: int
+
+
+@dataclass
+class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    uri: str
+    mode: WriteMode
+    read_version: int | None
+    target: pa.Schema
+    options: WriteOptions = field(repr=False)
+    app_id: str | None = None
+
+    # --- executors ------------------------------------------------------------------------
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+        counter = _Counter()
+        batches = (counter.count(_types.conform_write_batch(b, self.target)) for b in iterator)
+        reader = pa.RecordBatchReader.from_batches(self.target, batches)
+        creating = self.mode is not WriteMode.APPEND
+        # On failure write_fragments removes what it wrote (checked with pylance 14), so a
+        # failed task attempt leaves no files behind.
+        fragments = write_fragments(
+            reader,
+            self.uri,
+            schema=self.target,
+            mode="overwrite" if creating else "append",
+            max_rows_per_file=self.options.max_rows_per_file,
+            max_rows_per_group=self.options.max_rows_per_group,
+            max_bytes_per_file=self.options.max_bytes_per_file,
+            data_storage_version=self.options.data_storage_version if creating else None,
+            enable_stable_row_ids=bool(self._stable_row_ids()) if creating else False,
+            storage_options=dict(self.options.storage) or None,
+        )
+        docs = tuple(json.dumps(f.to_json()) for f in fragments)
+        return LanceCommitMessage(fragments=docs, num_rows=counter.rows, num_bytes=counter.bytes)
+
+    # --- driver -----------------------------------------------------------------------------
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        written = [m for m in messages if isinstance(m, LanceCommitMessage)]
+        fragments = _commit.fragments_from_json([m.fragments for m in written])
+        if self.mode is WriteMode.APPEND and not fragments:
+            _log.info("append of zero rows to %s: nothing to commit", self.uri)
+            return
+        if self.mode is WriteMode.APPEND:
+            op = _commit.append_op(fragments)
+        else:
+            op = _commit.overwrite_op(self.target, fragments)
+        info = _commit.CommitInfo(
+            operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
+            parameters={"mode": self.mode.value.capitalize()},
+            metrics={
+                "numFiles": sum(len(_files_of(m)) for m in written),
+                "numOutputRows": sum(m.num_rows for m in written),
+                "numOutputBytes": sum(m.num_bytes for m in written),
+            },
+            user_metadata=self.options.user_metadata,
+            app_id=self.app_id,
+        )
+        try:
+            _commit.commit(
+                self.uri,
+                op,
+                read_version=self.read_version,
+                info=info,
+                storage=self.options.storage,
+                enable_stable_row_ids=self._stable_row_ids() if self.mode is not WriteMode.APPEND else None,
+            )
+        except CommitConflictError:
+            self.abort(messages)
+            raise
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        uris = [
+            _files.data_file_uri(self.uri, path)
+            for m in messages
+            if isinstance(m, LanceCommitMessage)
+            for path in _files_of(m)
+        ]
+        _files.delete_files(uris, storage=self.options.storage)
+
+    def _stable_row_ids(self) -> bool:
+        # Tables created by the connector keep stable row ids (diff / change feed need them).
+        flag = self.options.enable_stable_row_ids
+        return True if flag is None else flag
+
+
+def plan_write(
+    *,
+    uri: str,
+    spark_schema: StructType,
+    overwrite: bool,
+    options: WriteOptions,
+    app_id: str | None,
+) -> LanceWriter:
+    """Decide mode, read version and target schema on the driver, before any task runs."""
+    incoming = to_arrow_schema(spark_schema, timezone="UTC")
+    incoming = pa.schema([f.remove_metadata() for f in incoming])
+    vector_sizes = _vector_sizes(options.vector_sizes, incoming)
+    storage = options.storage
+    exists = _dataset.table_exists(uri, storage=storage)
+    if exists and not overwrite:
+        ds = _dataset.open_latest(uri, storage=storage)
+        table = ds.schema
+        target = _types.reconcile_write_schema(incoming, table, merge_schema=options.merge_schema)
+        new_columns = [n for n in target.names if n not in table.names]
+        if new_columns:
+            raise SchemaMismatchError(
+                f"mergeSchema would add column(s) {', '.join(new_columns)} to the Lance table at "
+                f"{uri!r}; adding columns during an append is not supported yet: add them first "
+                "(ALTER TABLE ... ADD COLUMNS) or overwrite the table"
+            )
+        return LanceWriter(uri, WriteMode.APPEND, int(ds.version), target, options, app_id)
+    target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
+    if exists:
+        ds = _dataset.open_latest(uri, storage=storage)
+        return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
+    return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
+
+
+def _vector_sizes(sizes: Mapping[str, int], incoming: pa.Schema) -> dict[str, int]:
+    """Spark lower-cases option keys: map `<col>.arrow.fixed-size-list.size` back to columns."""
+    by_lower = {n.lower(): n for n in incoming.names}
+    out: dict[str, int] = {}
+    for column, size in sizes.items():
+        name = column if column in incoming.names else by_lower.get(column.lower())
+        if name is None:
+            raise SchemaMismatchError(
+                f"option {column}.arrow.fixed-size-list.size names column {column!r}, which the "
+                f"written data does not have; columns: {', '.join(incoming.names)}"
+            )
+        out[name] = size
+    return out
+
+
+def _files_of(message: LanceCommitMessage) -> list[str]:
+    return [f["path"] for doc in message.fragments for f in json.loads(doc)["files"]]
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.rows = 0
+        self.bytes = 0
+
+    def count(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        self.rows += batch.num_rows
+        self.bytes += batch.nbytes
+        return batch

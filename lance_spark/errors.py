@@ -1,0 +1,59 @@
+"""The one error hierarchy of lance_spark.
+
+Every error the connector raises on purpose is a :class:`LanceSparkError`. Errors caused by
+bad input (an option, a column, a version, a path) also subclass :class:`ValueError`, so
+callers that already catch ``ValueError`` keep working.
+
+Example::
+
+    from lance_spark.errors import LanceSparkError, InvalidOptionError
+    try:
+        spark.read.format("lance").option("verison", 3).load(uri)
+    except Exception as e:  # Spark wraps worker errors; the message names the option
+        assert "verison" in str(e)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LanceSparkError",
+    "InvalidOptionError",
+    "UnsupportedTypeError",
+    "SchemaMismatchError",
+    "ColumnNotFoundError",
+    "TableNotFoundError",
+    "VersionNotFoundError",
+    "CommitConflictError",
+]
+
+
+class LanceSparkError(Exception):
+    """Base class of every error raised by lance_spark."""
+
+
+class InvalidOptionError(LanceSparkError, ValueError):
+    """An option is unknown, malformed, or conflicts with another option."""
+
+
+class UnsupportedTypeError(LanceSparkError, ValueError):
+    """A column's type cannot be represented on the other side (Lance <-> Spark)."""
+
+
+class SchemaMismatchError(LanceSparkError, ValueError):
+    """Written data does not fit the table's schema (missing, extra or mistyped column)."""
+
+
+class ColumnNotFoundError(LanceSparkError, ValueError):
+    """A column named by the user does not exist in the table."""
+
+
+class TableNotFoundError(LanceSparkError, ValueError):
+    """No Lance table exists at the given path."""
+
+
+class VersionNotFoundError(LanceSparkError, ValueError):
+    """A version, timestamp or tag does not resolve to a version of the table."""
+
+
+class CommitConflictError(LanceSparkError):
+    """A commit lost a race with another writer and could not be rebased."""

@@ -1,0 +1,39 @@
+"""Shared fixtures: one SparkSession for the whole run, and fresh table paths."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Workers must run this interpreter (the project's venv) or they will not find the packages.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from pyspark.sql import SparkSession
+
+    import lance_spark
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = (
+        SparkSession.builder.appName("lance_spark-tests")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .getOrCreate()
+    )
+    lance_spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def table_uri(tmp_path: Path) -> str:
+    """A path where no table exists yet."""
+    return str(tmp_path / "table.lance")
