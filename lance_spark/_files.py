@@ -1,14 +1,26 @@
-"""Deleting data files a failed job wrote (local paths and object stores, via fsspec)."""
+"""Files a write job leaves behind: per-job staging markers and deleting aborted data files.
+
+Spark calls ``abort`` as soon as a job fails, while other tasks may still be running; their
+data files would be written after ``abort`` ran and never be referenced. So each task
+records the files it wrote in a marker under ``<table>/_lance_spark/staging/<job>/`` and
+then checks whether the job was aborted; ``abort`` first marks the job aborted, then
+deletes what every marker names. Whatever the interleaving, one of the two sees the other.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import fsspec
 
 _log = logging.getLogger(__name__)
+
+STAGING_DIR = "_lance_spark/staging"
+ABORTED_MARKER = "_ABORTED"
 
 # Lance storage-option keys -> s3fs arguments. Only what s3fs needs to reach the same bucket.
 _S3_KEYS = {
@@ -26,16 +38,61 @@ def data_file_uri(table_uri: str, relative_path: str) -> str:
     return f"{table_uri.rstrip('/')}/data/{relative_path}"
 
 
+def record_task_files(
+    table_uri: str, job_id: str, paths: list[str], *, storage: Mapping[str, str]
+) -> None:
+    """Task side, after writing: note the files; if the job was aborted meanwhile, delete them."""
+    job_dir = _job_dir(table_uri, job_id)
+    fs, root = _fs(job_dir, storage)
+    fs.makedirs(root, exist_ok=True)
+    with fs.open(f"{root}/{uuid.uuid4().hex}.json", "w") as out:
+        json.dump({"files": paths}, out)
+    if fs.exists(f"{root}/{ABORTED_MARKER}"):
+        delete_files([data_file_uri(table_uri, p) for p in paths], storage=storage)
+
+
+def abort_job(
+    table_uri: str, job_id: str, known_paths: Iterable[str], *, storage: Mapping[str, str]
+) -> int:
+    """Driver side: mark the job aborted, then delete every file its tasks recorded."""
+    job_dir = _job_dir(table_uri, job_id)
+    fs, root = _fs(job_dir, storage)
+    fs.makedirs(root, exist_ok=True)
+    fs.touch(f"{root}/{ABORTED_MARKER}")
+    paths = set(known_paths)
+    for marker in fs.glob(f"{root}/*.json"):
+        with fs.open(marker, "r") as src:
+            paths.update(json.load(src)["files"])
+    return delete_files([data_file_uri(table_uri, p) for p in sorted(paths)], storage=storage)
+
+
+def finish_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
+    """Driver side, after a successful commit: the markers are no longer needed."""
+    fs, root = _fs(_job_dir(table_uri, job_id), storage)
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
 def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:
     """Delete the given files; a file already gone is fine. Returns how many were removed."""
     removed = 0
     for uri in uris:
-        fs, path = fsspec.core.url_to_fs(uri, **_fs_kwargs(uri, storage))
+        fs, path = _fs(uri, storage)
         if fs.exists(path):
             fs.rm(path)
             removed += 1
-    _log.info("removed %d data file(s) of an aborted write", removed)
+    if removed:
+        _log.info("removed %d data file(s) of an aborted write", removed)
     return removed
+
+
+def _job_dir(table_uri: str, job_id: str) -> str:
+    return f"{table_uri.rstrip('/')}/{STAGING_DIR}/{job_id}"
+
+
+def _fs(uri: str, storage: Mapping[str, str]) -> tuple[Any, str]:
+    fs, path = fsspec.core.url_to_fs(uri, **_fs_kwargs(uri, storage))
+    return fs, str(path)
 
 
 def _fs_kwargs(uri: str, storage: Mapping[str, str]) -> dict[str, Any]:

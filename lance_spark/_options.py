@@ -21,6 +21,7 @@ from lance_spark.errors import InvalidOptionError
 # --- keys shared by reads and writes -------------------------------------------------------
 PATH = "path"
 STORAGE_PREFIX = "storage."
+CATALOG_OPTION_PREFIX = "option."
 # Keys Spark itself puts into the options of a data source (catalog tables, DataFrameReader).
 SPARK_KEYS = frozenset({"path", "paths", "location", "provider", "owner", "comment", "external"})
 
@@ -175,7 +176,7 @@ def parse_write_options(
         uri=_uri(opts),
         merge_schema=_bool(opts, MERGE_SCHEMA, default=False),
         user_metadata=opts.get(USER_METADATA),
-        vector_sizes=_vector_sizes(options),
+        vector_sizes=_vector_sizes(opts),
         max_rows_per_file=_positive_int(opts, MAX_ROWS_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE),
         max_rows_per_group=_positive_int(opts, MAX_ROWS_PER_GROUP, DEFAULT_MAX_ROWS_PER_GROUP),
         max_bytes_per_file=_positive_int(opts, MAX_BYTES_PER_FILE, DEFAULT_MAX_BYTES_PER_FILE),
@@ -204,7 +205,14 @@ def parse_timestamp(value: str, *, key: str = TIMESTAMP_AS_OF) -> datetime:
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in options.items()}
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        lowered = str(key).lower()
+        # Spark stores a catalog table's OPTIONS (...) as "option.<key>" table properties.
+        if lowered.startswith(CATALOG_OPTION_PREFIX):
+            lowered = lowered[len(CATALOG_OPTION_PREFIX) :]
+        out[lowered] = str(value)
+    return out
 
 
 def _check_known(opts: Mapping[str, str], known: frozenset[str], kind: str) -> None:

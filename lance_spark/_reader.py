@@ -141,7 +141,9 @@ class LanceReader(DataSourceReader):  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, LancePartition):
-            raise TypeError(f"unexpected partition {partition!r}")
+            # partitions() returned none (empty table): Spark still runs one task with a
+            # placeholder InputPartition(None).
+            return
         ds = _dataset.open_version(self.uri, self.version, storage=self.storage)
         # Spark checks each batch against exactly this schema (nullability and list field
         # names included), so it is derived from the declared Spark schema itself.
@@ -186,7 +188,12 @@ def _to_spark(batch: pa.RecordBatch, projection: Projection, target: pa.Schema) 
     width = len(projection.lance_columns)
     data = pa.RecordBatch.from_arrays(
         [batch.column(c) for c in projection.lance_columns],
-        schema=pa.schema([batch.schema.field(c) for c in projection.lance_columns]),
+        schema=pa.schema(
+            [
+                batch.schema.field(c).with_name(name)
+                for c, name in zip(projection.lance_columns, projection.spark_names, strict=True)
+            ]
+        ),
     )
     data = _types.conform_read_batch(data, pa.schema(list(target)[:width]))
     arrays = list(data.columns)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -50,6 +51,7 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
     target: pa.Schema
     options: WriteOptions = field(repr=False)
     app_id: str | None = None
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     # --- executors ------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
@@ -72,6 +74,8 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
             storage_options=dict(self.options.storage) or None,
         )
         docs = tuple(json.dumps(f.to_json()) for f in fragments)
+        paths = [file.path for f in fragments for file in f.files]
+        _files.record_task_files(self.uri, self.job_id, paths, storage=self.options.storage)
         return LanceCommitMessage(fragments=docs, num_rows=counter.rows, num_bytes=counter.bytes)
 
     # --- driver -----------------------------------------------------------------------------
@@ -80,6 +84,7 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
         fragments = _commit.fragments_from_json([m.fragments for m in written])
         if self.mode is WriteMode.APPEND and not fragments:
             _log.info("append of zero rows to %s: nothing to commit", self.uri)
+            _files.finish_job(self.uri, self.job_id, storage=self.options.storage)
             return
         if self.mode is WriteMode.APPEND:
             op = _commit.append_op(fragments)
@@ -108,15 +113,11 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
         except CommitConflictError:
             self.abort(messages)
             raise
+        _files.finish_job(self.uri, self.job_id, storage=self.options.storage)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        uris = [
-            _files.data_file_uri(self.uri, path)
-            for m in messages
-            if isinstance(m, LanceCommitMessage)
-            for path in _files_of(m)
-        ]
-        _files.delete_files(uris, storage=self.options.storage)
+        known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in _files_of(m)]
+        _files.abort_job(self.uri, self.job_id, known, storage=self.options.storage)
 
     def _stable_row_ids(self) -> bool:
         # Tables created by the connector keep stable row ids (diff / change feed need them).
@@ -150,11 +151,32 @@ def plan_write(
                 "(ALTER TABLE ... ADD COLUMNS) or overwrite the table"
             )
         return LanceWriter(uri, WriteMode.APPEND, int(ds.version), target, options, app_id)
-    target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
+    # Like Spark's file sources, a table created from a DataFrame gets nullable columns:
+    # literal and derived columns are non-null in Spark but later appends may hold nulls.
+    target = _nullable(_types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes))
     if exists:
         ds = _dataset.open_latest(uri, storage=storage)
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([_nullable_field(f) for f in schema])
+
+
+def _nullable_field(f: pa.Field) -> pa.Field:
+    t = f.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable_field(t.field(i)) for i in range(t.num_fields)])
+    elif pa.types.is_fixed_size_list(t):
+        t = pa.list_(_nullable_field(t.value_field), t.list_size)
+    elif pa.types.is_list(t):
+        t = pa.list_(_nullable_field(t.value_field))
+    elif pa.types.is_large_list(t):
+        t = pa.large_list(_nullable_field(t.value_field))
+    elif pa.types.is_map(t):
+        t = pa.map_(t.key_field, _nullable_field(t.item_field))
+    return pa.field(f.name, t, nullable=True)
 
 
 def _vector_sizes(sizes: Mapping[str, int], incoming: pa.Schema) -> dict[str, int]:

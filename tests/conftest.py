@@ -8,6 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: CI machines are shared and timings vary; speed lives in benchmarks/.
+settings.register_profile("lance_spark", deadline=None, max_examples=60)
+settings.load_profile("lance_spark")
 
 REPO = Path(__file__).resolve().parent.parent
 # Workers must run this interpreter (the project's venv) or they will not find the packages.

@@ -1,0 +1,47 @@
+# lance_spark — every target creates .venv and installs what it needs when missing.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export SPARK_CONF_DIR := $(abspath conf)
+
+.DEFAULT_GOAL := help
+.PHONY: help demo test test-unit lint typecheck bench clean java venv
+
+help: ## Show the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+venv: $(STAMP) ## Create .venv and install the package with its dev tools
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=/path/to/python3.11"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+java: ## Check for Java 17+ (installs OpenJDK 17 with apt when missing and running as root)
+	@bash scripts/ensure-java.sh
+
+demo: $(STAMP) java ## Run the walkthrough ("a time machine with Lance") on local Spark and local files
+	$(PY) notebooks/time_machine.py
+
+test: $(STAMP) java ## Run every test: unit, Spark, standalone cluster and S3 (moto)
+	$(PY) -m pytest
+
+test-unit: $(STAMP) ## Run the fast tests that need no JVM
+	$(PY) -m pytest tests/unit
+
+lint: $(STAMP) ## ruff and mypy
+	$(VENV)/bin/ruff check lance_spark tests benchmarks notebooks
+	$(VENV)/bin/ruff format --check lance_spark tests benchmarks notebooks
+	$(VENV)/bin/mypy lance_spark
+
+bench: $(STAMP) java ## Lance vs Parquet benchmark, writes BENCHMARKS.md
+	$(PY) benchmarks/run.py
+
+clean: ## Remove the venv, caches and generated data
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,844 @@
+"""Type mapping between Lance (Arrow schemas) and Spark, for reads and writes.
+
+Every conversion between a Lance table's Arrow schema and Spark goes through this module:
+
+* read: :func:`spark_schema_from_arrow` (the Spark schema of a table),
+  :func:`arrow_read_schema` (the Arrow schema Spark demands of the batches ``read()`` yields) and
+  :func:`conform_read_batch` (cast a batch read from Lance to that schema);
+* write: :func:`arrow_schema_for_new_table` (the schema of a table created from Spark data),
+  :func:`reconcile_write_schema` (append to an existing table: the table's types win) and
+  :func:`conform_write_batch` (rename, reorder and losslessly cast Spark's batches).
+
+Type map (Lance/Arrow -> Spark -> Arrow type of read batches)::
+
+    bool                                  BooleanType           bool
+    int8 / int16 / int32 / int64          Byte/Short/Int/Long   same
+    uint8 / uint16 / uint32               Short/Int/Long        int16 / int32 / int64
+    uint64                                DecimalType(20, 0)    decimal128(20, 0)
+    float16 / float32                     FloatType             float32
+    float64                               DoubleType            float64
+    decimal32/64/128/256(p<=38, 0<=s<=p)  DecimalType(p, s)     decimal128(p, s)
+    string / large_string / string_view   StringType            string
+    binary / large_binary / binary_view
+      / fixed_size_binary                 BinaryType            binary
+    date32 / date64                       DateType              date32
+    timestamp[any unit, tz]               TimestampType         timestamp[us, tz=UTC] (ns truncated)
+    timestamp[any unit]                   TimestampNTZType      timestamp[us]
+    time32[s] / [ms], time64[us] / [ns]   TimeType(0/3/6/9)     time64[ns]
+    duration[s / ms / us]                 DayTimeIntervalType   duration[us]
+    list / large_list / fixed_size_list
+      / list_view / large_list_view       ArrayType             list<element>
+    struct                                StructType            struct
+    map                                   MapType               map<key, value>
+    dictionary<_, v>                      type of v             read type of v
+    null                                  NullType              null
+    extension arrow.json / arrow.uuid     StringType/BinaryType string / binary
+    anything else (duration[ns], decimal precision > 38, intervals, other extensions):
+    UnsupportedTypeError naming the column (dotted path) and the Arrow type.
+
+Nullability (also of list elements, map values, struct fields) follows the Arrow field; Arrow
+field metadata is not copied to Spark.
+
+Facts checked against pyspark 4.3.0 / pyarrow 26 with a throwaway data source in ``local[2]``:
+
+Read (batches yielded by ``DataSourceReader.read()``):
+
+* The worker compares the *first* batch's schema with
+  ``pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")`` using
+  ``pa.Schema.equals``; any difference fails with ``DATA_SOURCE_RETURN_SCHEMA_MISMATCH``.
+  Later batches are not compared, but one whose schema differs from the first fails in the
+  IPC writer ("Tried to write record batch with different schema"): every batch must match.
+* So StringType must be ``string`` and BinaryType ``binary``: ``large_string``,
+  ``string_view``, ``large_binary``, ``fixed_size_binary`` are rejected, also with
+  ``spark.sql.execution.arrow.useLargeVarTypes=true`` (it does not affect this path).
+* TimestampType must be ``timestamp[us, tz=UTC]`` exactly, whatever the session time zone
+  (``ns``/``ms`` units, other zones and naive timestamps are rejected); TimestampNTZType must be
+  ``timestamp[us]`` without zone. DateType: ``date32`` only. DecimalType(p, s): ``decimal128(p,
+  s)`` only. FloatType: ``float32`` only (not ``float16``); ShortType: ``int16`` only (not
+  ``uint8``). NullType: ``null``. TimeType(p): ``time64[ns]`` for every p.
+  DayTimeIntervalType: ``duration[us]`` only.
+* ArrayType: ``list`` only (not ``large_list``, ``fixed_size_list``, ``list_view``); the child
+  may be named ``item`` or ``element`` (``Schema.equals`` ignores it, the JVM too).
+  MapType: ``map`` whose entry fields are named ``key``/``value``: ``Schema.equals`` ignores the
+  names but the JVM fails with a NullPointerException on other names. StructType: ``struct``
+  with the same child names, order and types.
+* Nullability must match at every level, both ways (a non-null Arrow field for a nullable Spark
+  field is rejected too). Field metadata is ignored.
+* TimeType exists (since 4.1) but is gated by ``spark.sql.timeType.enabled`` (false by
+  default): a source can still return TIME columns and collect / show them, but filters and
+  SQL on them fail with ``UNSUPPORTED_TIME_TYPE``. TIME(9) is accepted when enabled.
+
+Write (batches Spark hands to ``DataSourceArrowWriter.write(iterator)``): exactly
+``to_arrow_schema(spark_schema, timezone=<session time zone>, prefers_large_types=<useLargeVarTypes>)``:
+
+* StringType (also CHAR/VARCHAR) -> ``string``, BinaryType -> ``binary``; ``large_string`` /
+  ``large_binary`` (nested too, map keys included) when ``useLargeVarTypes=true``.
+* TimestampType -> ``timestamp[us, tz=<session time zone>]`` (e.g. ``Etc/UTC``,
+  ``America/Los_Angeles``); TimestampNTZType -> ``timestamp[us]``.
+* Byte/Short/Integer/Long -> ``int8/16/32/64``, Float -> ``float32``, Double -> ``float64``,
+  Decimal(p, s) -> ``decimal128(p, s)``, Date -> ``date32``, NullType -> ``null``,
+  DayTimeIntervalType -> ``duration[us]``; TIME(p) (only with the conf on) -> ``time64[ns]``
+  with field metadata ``SPARK::time::precision``. YearMonthIntervalType never reaches the
+  writer: pyarrow cannot wrap Arrow's ``interval_months`` (``KeyError: 21`` in the worker).
+* ArrayType -> ``list<element: ...>``, MapType -> ``map<key, value>`` (``entries`` struct),
+  StructType -> ``struct``; nullability follows the Spark schema (literals are non-null);
+  column names keep their case.
+
+Lance (pylance 14) stores ``list_view`` nowhere (unsupported), renames list children to
+``item``, stores ``string_view`` as ``string``; pyarrow 26 casts ``list_view`` to ``list``
+wrongly (drops values), so list views are rebuilt by hand here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DayTimeIntervalType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    TimeType,
+)
+
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+
+__all__ = [
+    "READ_TIMEZONE",
+    "arrow_read_schema",
+    "arrow_schema_for_new_table",
+    "conform_read_batch",
+    "conform_write_batch",
+    "reconcile_write_schema",
+    "spark_schema_from_arrow",
+]
+
+#: The time zone of TimestampType columns in read batches (Spark's worker demands UTC).
+READ_TIMEZONE = "UTC"
+#: Field metadata the JVM puts on TIME columns of write batches.
+_TIME_PRECISION_KEY = b"SPARK::time::precision"
+#: Extension types read as their storage type (values are exactly the storage values).
+_READABLE_EXTENSIONS = frozenset({"arrow.json", "arrow.uuid"})
+_MAX_SPARK_DECIMAL_PRECISION = 38
+
+_SIMPLE_TYPES: dict[pa.DataType, DataType] = {
+    pa.bool_(): BooleanType(),
+    pa.int8(): ByteType(),
+    pa.int16(): ShortType(),
+    pa.int32(): IntegerType(),
+    pa.int64(): LongType(),
+    pa.uint8(): ShortType(),
+    pa.uint16(): IntegerType(),
+    pa.uint32(): LongType(),
+    pa.uint64(): DecimalType(20, 0),
+    pa.float16(): FloatType(),
+    pa.float32(): FloatType(),
+    pa.float64(): DoubleType(),
+    pa.string(): StringType(),
+    pa.large_string(): StringType(),
+    pa.string_view(): StringType(),
+    pa.binary(): BinaryType(),
+    pa.large_binary(): BinaryType(),
+    pa.binary_view(): BinaryType(),
+    pa.date32(): DateType(),
+    pa.date64(): DateType(),
+    pa.null(): NullType(),
+}
+_TIME_PRECISION = {"s": 0, "ms": 3, "us": 6, "ns": 9}
+# Spark's DAY TO SECOND interval counts microseconds: coarser units convert exactly.
+_EXACT_DURATION_UNITS = frozenset({"s", "ms", "us"})
+
+
+# --------------------------------------------------------------------------------------------
+# Read: Arrow -> Spark
+# --------------------------------------------------------------------------------------------
+
+
+def spark_schema_from_arrow(schema: pa.Schema) -> StructType:
+    """The Spark schema of a Lance table (or projection) with this Arrow schema.
+
+    Raises :class:`UnsupportedTypeError` naming the column (dotted path when nested) and the
+    Arrow type for types Spark cannot represent exactly.
+    """
+    return StructType([_spark_field(field, field.name) for field in schema])
+
+
+def arrow_read_schema(schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema Spark accepts from ``read()`` for ``spark_schema_from_arrow(schema)``."""
+    # The very function the worker compares batches against, so the two cannot drift apart.
+    return to_arrow_schema(spark_schema_from_arrow(schema), timezone=READ_TIMEZONE)
+
+
+def conform_read_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """Cast a batch read from Lance to ``target`` (from :func:`arrow_read_schema`).
+
+    Returns ``batch`` itself when it already matches; otherwise casts only the columns that
+    differ (``fixed_size_list`` -> ``list`` and child renames reuse the value buffers).
+    Sub-microsecond digits of ``timestamp[ns]`` values are truncated (Spark keeps
+    microseconds); any other value Spark cannot hold raises :class:`UnsupportedTypeError`.
+    """
+    if batch.schema.equals(target) and all(_map_names_ok(f.type) for f in batch.schema):
+        return batch
+    arrays = [
+        _to_read_array(_column(batch, field.name), field.type, field.name) for field in target
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _spark_field(field: pa.Field, path: str) -> StructField:
+    return StructField(field.name, _spark_type(field.type, path), field.nullable)
+
+
+def _spark_type(t: pa.DataType, path: str) -> DataType:
+    simple = _SIMPLE_TYPES.get(t)
+    if simple is not None and not isinstance(t, pa.BaseExtensionType):
+        return simple
+    if pa.types.is_decimal(t):
+        return _spark_decimal(t, path)
+    if pa.types.is_fixed_size_binary(t):
+        return BinaryType()
+    if pa.types.is_timestamp(t):
+        return TimestampType() if t.tz is not None else TimestampNTZType()
+    if pa.types.is_time(t):
+        return TimeType(_TIME_PRECISION[t.unit])
+    if pa.types.is_duration(t):
+        return _spark_duration(t, path)
+    if pa.types.is_map(t):
+        return MapType(
+            _spark_type(t.key_type, f"{path}.key"),
+            _spark_type(t.item_type, f"{path}.value"),
+            t.item_field.nullable,
+        )
+    if _is_list_like(t):
+        element = _spark_type(t.value_type, f"{path}.element")
+        return ArrayType(element, t.value_field.nullable)
+    if pa.types.is_struct(t):
+        return StructType([_spark_field(f, f"{path}.{f.name}") for f in _children(t)])
+    if pa.types.is_dictionary(t):
+        return _spark_type(t.value_type, path)
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name in _READABLE_EXTENSIONS:
+        return _spark_type(t.storage_type, path)
+    raise _unsupported(path, t, "Spark has no matching type")
+
+
+def _spark_decimal(t: pa.DataType, path: str) -> DataType:
+    if t.precision > _MAX_SPARK_DECIMAL_PRECISION:
+        raise _unsupported(path, t, "Spark decimals hold at most 38 digits")
+    if not 0 <= t.scale <= t.precision:
+        raise _unsupported(path, t, "Spark decimals need 0 <= scale <= precision")
+    return DecimalType(t.precision, t.scale)
+
+
+def _spark_duration(t: pa.DataType, path: str) -> DataType:
+    if t.unit not in _EXACT_DURATION_UNITS:
+        raise _unsupported(
+            path, t, "Spark's DAY TO SECOND interval holds microseconds, nanoseconds would be lost"
+        )
+    return DayTimeIntervalType(DayTimeIntervalType.DAY, DayTimeIntervalType.SECOND)
+
+
+def _unsupported(path: str, t: pa.DataType, reason: str) -> UnsupportedTypeError:
+    return UnsupportedTypeError(
+        f"column {path!r} has Arrow type {t}, which cannot be read into Spark: {reason}; "
+        "leave the column out (the 'columns' option or a user-specified schema)"
+    )
+
+
+def _to_read_array(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
+    if _spark_accepts(arr.type, dst):
+        return arr
+    arr = _without_list_views(arr)
+    # allow_time_truncate: timestamp[ns] -> [us] drops sub-microsecond digits (and date64
+    # values off midnight, which Arrow forbids anyway, lose their time); every other unit
+    # change of the type map is exact, and overflow still raises.
+    options = pc.CastOptions(dst, allow_time_truncate=True)
+    try:
+        return pc.cast(arr, options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise UnsupportedTypeError(
+            f"column {path!r}: cannot convert Arrow {arr.type} values to {dst} for Spark: {e}"
+        ) from e
+
+
+def _spark_accepts(src: pa.DataType, dst: pa.DataType) -> bool:
+    """True when Spark takes ``src`` data for ``dst`` as is (the JVM needs map key/value names)."""
+    return bool(src.equals(dst)) and _map_names_ok(src)
+
+
+def _map_names_ok(t: pa.DataType) -> bool:
+    if pa.types.is_map(t) and (t.key_field.name, t.item_field.name) != ("key", "value"):
+        return False
+    return all(_map_names_ok(f.type) for f in _children(t))
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        raise SchemaMismatchError(
+            f"batch has no column {name!r} (or more than one); it has {', '.join(batch.schema.names)}"
+        )
+    return batch.column(index)
+
+
+# --------------------------------------------------------------------------------------------
+# Write: Spark's Arrow batches -> Lance
+# --------------------------------------------------------------------------------------------
+
+
+def arrow_schema_for_new_table(schema: pa.Schema, *, vector_sizes: Mapping[str, int]) -> pa.Schema:
+    """The Arrow schema of a new Lance table created from Spark batches with ``schema``.
+
+    Types are kept, except: timestamps with a zone are stored in UTC (the session zone is the
+    writer's, not the data's), TIME columns take the narrowest unit that holds their Spark
+    precision, field metadata is dropped, and the columns named in ``vector_sizes`` (the
+    ``<col>.arrow.fixed-size-list.size`` options) become ``fixed_size_list<..., n>``.
+    """
+    sizes = _vector_columns(schema, vector_sizes)
+    fields = []
+    for field in schema:
+        stored = _storable_field(field)
+        if field.name in sizes:
+            stored = _as_vector(stored, sizes[field.name])
+        fields.append(stored)
+    return pa.schema(fields)
+
+
+def reconcile_write_schema(
+    incoming: pa.Schema, table: pa.Schema, *, merge_schema: bool
+) -> pa.Schema:
+    """The schema batches appended to a table with schema ``table`` must have.
+
+    Columns are matched by name (exactly, else case-insensitively when unique); the table's
+    types win. The result is the table's schema, plus the incoming columns the table lacks
+    (nullable, at the end) when ``merge_schema`` is true. Raises :class:`SchemaMismatchError`
+    for a column whose type cannot be cast losslessly, an unknown column (without
+    ``merge_schema``) and a missing non-nullable table column.
+    """
+    matches = _match_names(incoming.names, table.names, "")
+    extra = []
+    for field, name in zip(incoming, matches, strict=True):
+        if name is None:
+            extra.append(field)
+        else:
+            _check_cast(field.type, table.field(name).type, field.name)
+    if extra and not merge_schema:
+        raise SchemaMismatchError(
+            f"column(s) {', '.join(repr(f.name) for f in extra)} are not in the table; "
+            f"table columns: {', '.join(table.names)} (set mergeSchema to add them)"
+        )
+    _check_required_present(table, {n for n in matches if n is not None}, "")
+    merged = [_storable_field(f).with_nullable(True) for f in extra]
+    return pa.schema(list(table) + merged, metadata=table.metadata)
+
+
+def conform_write_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """Rename, reorder and cast an incoming Spark batch to ``target``.
+
+    Missing nullable columns become nulls. Casts are lossless or raise
+    :class:`SchemaMismatchError` naming the column and both types: integers are range
+    checked, decimals must keep every digit, vectors must have the table's length, and a
+    non-nullable column must receive no nulls.
+    """
+    matches = _match_names(batch.schema.names, target.names, "")
+    unknown = [n for n, m in zip(batch.schema.names, matches, strict=True) if m is None]
+    if unknown:
+        raise SchemaMismatchError(
+            f"column(s) {', '.join(map(repr, unknown))} are not in the target schema; "
+            f"columns: {', '.join(target.names)}"
+        )
+    index = {name: i for i, name in enumerate(matches)}
+    arrays = []
+    for field in target:
+        i = index.get(field.name)
+        if i is None:
+            arrays.append(_missing_column(field, batch.num_rows))
+        else:
+            arrays.append(_to_write_array(batch.column(i), field, field.name))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _vector_columns(schema: pa.Schema, vector_sizes: Mapping[str, int]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for column, size in vector_sizes.items():
+        name = _resolve_name(column, schema.names, "")
+        if name is None:
+            raise SchemaMismatchError(
+                f"option {column}.arrow.fixed-size-list.size names column {column!r}, which "
+                f"the written data does not have; columns: {', '.join(schema.names)}"
+            )
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise InvalidOptionError(
+                f"option {column}.arrow.fixed-size-list.size must be a positive integer, "
+                f"got {size!r}"
+            )
+        sizes[name] = size
+    return sizes
+
+
+def _as_vector(field: pa.Field, size: int) -> pa.Field:
+    t = field.type
+    numeric = _is_list_like(t) and (
+        pa.types.is_floating(t.value_type) or pa.types.is_integer(t.value_type)
+    )
+    if not numeric:
+        raise UnsupportedTypeError(
+            f"column {field.name!r} has type {t}, but option "
+            f"{field.name}.arrow.fixed-size-list.size needs an array of numbers "
+            "(array<float>, array<double>, array<int>, ...)"
+        )
+    return field.with_type(pa.list_(t.value_field, size))
+
+
+def _storable_field(field: pa.Field) -> pa.Field:
+    """``field`` as a new table stores it: UTC timestamps, TIME units, no metadata."""
+    t = _storable_type(field.type, field.metadata or {})
+    return pa.field(field.name, t, nullable=field.nullable)
+
+
+def _storable_type(t: pa.DataType, metadata: Mapping[bytes, bytes]) -> pa.DataType:
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        return pa.timestamp(t.unit, tz="UTC")
+    if pa.types.is_time64(t) and t.unit == "ns" and _TIME_PRECISION_KEY in metadata:
+        return _time_type(int(metadata[_TIME_PRECISION_KEY]))
+    return _map_children(t, _storable_field)
+
+
+def _time_type(precision: int) -> pa.DataType:
+    # Spark's TIME values carry no digits beyond their precision, so the cast is exact.
+    if precision == 0:
+        return pa.time32("s")
+    if precision <= 3:
+        return pa.time32("ms")
+    if precision <= 6:
+        return pa.time64("us")
+    return pa.time64("ns")
+
+
+def _missing_column(field: pa.Field, num_rows: int) -> pa.Array:
+    if not field.nullable and num_rows:
+        raise SchemaMismatchError(
+            f"column {field.name!r} ({field.type}) is not nullable in the table but is missing "
+            "from the written data"
+        )
+    return pa.nulls(num_rows, field.type)
+
+
+def _check_required_present(dst: Sequence[pa.Field], present: set[str], prefix: str) -> None:
+    missing = [f for f in dst if not f.nullable and f.name not in present]
+    if missing:
+        names = ", ".join(f"{prefix}{f.name!r} ({f.type})" for f in missing)
+        raise SchemaMismatchError(
+            f"non-nullable table column(s) {names} are missing from the written data"
+        )
+
+
+# ---- name matching -------------------------------------------------------------------------
+
+
+def _match_names(src: Sequence[str], dst: Sequence[str], prefix: str) -> list[str | None]:
+    """For each ``src`` name the ``dst`` name it writes to, or None; no two share a target."""
+    matches: list[str | None] = []
+    taken: dict[str, str] = {}
+    for name in src:
+        target = _resolve_name(name, dst, prefix)
+        if target is not None:
+            if target in taken:
+                raise SchemaMismatchError(
+                    f"columns {prefix}{taken[target]!r} and {prefix}{name!r} of the written data "
+                    f"both match table column {prefix}{target!r}"
+                )
+            taken[target] = name
+        matches.append(target)
+    return matches
+
+
+def _resolve_name(name: str, candidates: Sequence[str], prefix: str) -> str | None:
+    """Exact match first, then the unique case-insensitive one (Spark's default)."""
+    if name in candidates:
+        return name
+    folded = [c for c in candidates if c.lower() == name.lower()]
+    if len(folded) > 1:
+        raise SchemaMismatchError(
+            f"column {prefix}{name!r} matches several table columns ignoring case: "
+            f"{', '.join(folded)}"
+        )
+    return folded[0] if folded else None
+
+
+# ---- type-level cast checks ----------------------------------------------------------------
+
+
+def _check_cast(src: pa.DataType, dst: pa.DataType, path: str) -> None:
+    """Raise unless ``src`` values can be cast to ``dst`` without loss (values checked later)."""
+    if src.equals(dst) or pa.types.is_null(src):
+        return
+    if pa.types.is_dictionary(src):
+        return _check_cast(src.value_type, dst, path)
+    if pa.types.is_dictionary(dst):
+        return _check_cast(src, dst.value_type, path)
+    if isinstance(src, pa.BaseExtensionType):
+        return _check_cast(src.storage_type, dst, path)
+    if isinstance(dst, pa.BaseExtensionType):
+        return _check_cast(src, dst.storage_type, path)
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        _check_cast(src.key_type, dst.key_type, f"{path}.key")
+        return _check_cast(src.item_type, dst.item_type, f"{path}.value")
+    if _is_list_like(src) and _is_list_like(dst):
+        return _check_list_cast(src, dst, path)
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        return _check_struct_cast(src, dst, path)
+    if not _leaf_cast_ok(src, dst):
+        raise _mismatch(path, src, dst, "no lossless conversion")
+    return None
+
+
+def _check_list_cast(src: pa.DataType, dst: pa.DataType, path: str) -> None:
+    fixed = pa.types.is_fixed_size_list
+    if fixed(src) and fixed(dst) and src.list_size != dst.list_size:
+        raise _mismatch(path, src, dst, "fixed-size lists of different sizes")
+    _check_cast(src.value_type, dst.value_type, f"{path}.element")
+
+
+def _check_struct_cast(src: pa.DataType, dst: pa.DataType, path: str) -> None:
+    src_fields, dst_fields = _children(src), _children(dst)
+    dst_names = [f.name for f in dst_fields]
+    matches = _match_names([f.name for f in src_fields], dst_names, f"{path}.")
+    for field, name in zip(src_fields, matches, strict=True):
+        if name is None:
+            raise SchemaMismatchError(
+                f"struct field {path}.{field.name} is not in the table; the table's {path} has "
+                f"fields {', '.join(dst_names)} (nested fields are never merged)"
+            )
+        _check_cast(field.type, dst.field(name).type, f"{path}.{field.name}")
+    _check_required_present(dst_fields, {n for n in matches if n is not None}, f"{path}.")
+
+
+def _leaf_cast_ok(src: pa.DataType, dst: pa.DataType) -> bool:
+    types = pa.types
+    if types.is_integer(src):
+        return bool(types.is_integer(dst) or types.is_floating(dst) or types.is_decimal(dst))
+    if types.is_floating(src):
+        # float32 -> float16 only for float16 tables (read as FloatType); values are checked.
+        narrowing_to_half = types.is_float32(src) and types.is_float16(dst)
+        wide_enough = dst.bit_width >= src.bit_width or narrowing_to_half
+        return bool(types.is_floating(dst) and wide_enough)
+    if types.is_decimal(src):
+        return bool(types.is_decimal(dst) or types.is_integer(dst))
+    if types.is_timestamp(src):
+        # TimestampType (an instant) and TimestampNTZType (a wall-clock time) do not mix.
+        return bool(types.is_timestamp(dst) and (src.tz is None) == (dst.tz is None))
+    for family in (_is_string, _is_binary, types.is_date, types.is_duration, types.is_time):
+        if family(src):
+            return bool(family(dst))
+    return bool(types.is_boolean(src) and types.is_boolean(dst))
+
+
+def _mismatch(path: str, src: pa.DataType, dst: pa.DataType, reason: str) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"column {path!r}: cannot write {src} into the table's {dst}: {reason}"
+    )
+
+
+# ---- value conversion ----------------------------------------------------------------------
+
+
+def _to_write_array(arr: pa.Array, field: pa.Field, path: str) -> pa.Array:
+    dst = field.type
+    if _identical(arr.type, dst):
+        _check_nulls(arr, field, path)
+        return arr
+    _check_cast(arr.type, dst, path)
+    # Cast with every nested field nullable, check nulls ourselves, then take the table's
+    # flags: pyarrow's own check also rejects nulls in the children of null structs (Spark
+    # writes those), and does not check list elements at all.
+    out = _cast_for_write(arr, _relaxed(dst), path)
+    _check_nulls(out, field, path)
+    return out if _identical(out.type, dst) else pa.array(_Retyped(out, dst))
+
+
+def _cast_for_write(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
+    src = arr.type
+    arr = _without_list_views(arr)
+    if pa.types.is_fixed_size_list(dst) and _is_list_like(arr.type):
+        _check_list_lengths(arr, dst.list_size, path)
+    aligned = _align_names(arr.type, dst)
+    if not _identical(aligned, arr.type):
+        arr = arr.view(aligned)  # renames struct children only: same buffers
+    if pa.types.is_integer(arr.type) and pa.types.is_decimal(dst):
+        # pyarrow refuses int -> decimal unless the precision fits every int of the type;
+        # go through a wide decimal so that the second cast checks the actual values.
+        arr = pc.cast(arr, pa.decimal256(76, dst.scale))
+    try:
+        out = pc.cast(arr, dst, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise _mismatch(path, src, dst, str(e)) from e
+    _check_half_floats(arr, out, path)
+    return out
+
+
+def _check_list_lengths(arr: pa.Array, size: int, path: str) -> None:
+    lengths = pc.list_value_length(arr)
+    wrong = pc.and_kleene(arr.is_valid(), pc.not_equal(lengths, size))
+    if pc.any(wrong).as_py():
+        found = lengths[pc.index(wrong, True).as_py()].as_py()
+        raise SchemaMismatchError(
+            f"column {path!r}: the table stores arrays of length {size} "
+            f"(fixed_size_list), found an array of length {found}"
+        )
+
+
+def _check_half_floats(before: pa.Array, after: pa.Array, path: str) -> None:
+    """float32 -> float16 must give back every value (pyarrow's safe cast does not check)."""
+    if not _contains_half_float(after.type):
+        return
+    for b, a, child_path in _child_pairs(before, after, path):
+        _check_half_floats(b, a, child_path)
+    if not (pa.types.is_float32(before.type) and pa.types.is_float16(after.type)):
+        return
+    back = pc.cast(after, pa.float32())
+    same = pc.or_kleene(pc.equal(back, before), pc.and_(pc.is_nan(back), pc.is_nan(before)))
+    if not pc.all(same).as_py():
+        value = before[pc.index(same, False).as_py()].as_py()
+        raise SchemaMismatchError(
+            f"column {path!r}: cannot write float {value!r} into the table's float16 "
+            "without losing precision"
+        )
+
+
+def _child_pairs(
+    before: pa.Array, after: pa.Array, path: str
+) -> list[tuple[pa.Array, pa.Array, str]]:
+    """Row-aligned child arrays of ``before`` (name-aligned source) and ``after`` (cast)."""
+    b, a = before.type, after.type
+    if pa.types.is_struct(b) and pa.types.is_struct(a):
+        names = [f.name for f in _children(b)]
+        return [
+            (before.field(f.name), after.field(f.name), f"{path}.{f.name}")
+            for f in _children(a)
+            if f.name in names
+        ]
+    if pa.types.is_map(b) and pa.types.is_map(a):
+        eb, ea = _map_entries(before), _map_entries(after)
+        return [
+            (eb.field(0), ea.field(0), f"{path}.key"),
+            (eb.field(1), ea.field(1), f"{path}.value"),
+        ]
+    if _is_list_like(b) and _is_list_like(a):
+        return [(pc.list_flatten(before), pc.list_flatten(after), f"{path}.element")]
+    return []
+
+
+def _contains_half_float(t: pa.DataType) -> bool:
+    return bool(pa.types.is_float16(t)) or any(_contains_half_float(f.type) for f in _children(t))
+
+
+def _check_nulls(arr: pa.Array, field: pa.Field, path: str) -> None:
+    if not field.nullable and arr.null_count:
+        raise SchemaMismatchError(
+            f"column {path!r} is not nullable in the table, but the written data has "
+            f"{arr.null_count} null value(s) in it"
+        )
+    if _has_required_child(field.type):
+        _check_child_nulls(arr, field.type, path)
+
+
+def _check_child_nulls(arr: pa.Array, t: pa.DataType, path: str) -> None:
+    if pa.types.is_struct(t):
+        # Children of null structs may hold anything: look at valid rows only.
+        valid = arr.filter(arr.is_valid()) if arr.null_count else arr
+        for i, child in enumerate(_children(t)):
+            _check_nulls(valid.field(i), child, f"{path}.{child.name}")
+    elif pa.types.is_map(t):
+        _check_nulls(_map_entries(arr).field(1), t.item_field, f"{path}.value")
+    elif _is_list_like(t):
+        _check_nulls(pc.list_flatten(arr), t.value_field, f"{path}.element")
+
+
+def _has_required_child(t: pa.DataType) -> bool:
+    return any(not f.nullable or _has_required_child(f.type) for f in _children(t))
+
+
+def _align_names(src: pa.DataType, dst: pa.DataType) -> pa.DataType:
+    """``src`` with struct children renamed to the ``dst`` names they match ignoring case."""
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        dst_names = [f.name for f in _children(dst)]
+        fields = []
+        for f in _children(src):
+            name = _resolve_name(f.name, dst_names, "") or f.name
+            child = _align_names(f.type, dst.field(name).type) if name in dst_names else f.type
+            fields.append(pa.field(name, child, f.nullable, f.metadata))
+        return pa.struct(fields)
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        key = src.key_field.with_type(_align_names(src.key_type, dst.key_type))
+        item = src.item_field.with_type(_align_names(src.item_type, dst.item_type))
+        return pa.map_(key, item, keys_sorted=src.keys_sorted)
+    if _is_list_like(src) and _is_list_like(dst):
+        value = src.value_field.with_type(_align_names(src.value_type, dst.value_type))
+        return _list_type_like(src, value)
+    return src
+
+
+class _Retyped:
+    """``array`` under ``t``, a type that differs only in nullability flags (zero-copy).
+
+    ``Array.view`` refuses nulls under a non-nullable child even where the parent is null;
+    importing through the Arrow C data interface with the other type does not validate.
+    """
+
+    def __init__(self, array: pa.Array, t: pa.DataType) -> None:
+        self._array = array
+        self._type = t
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        _, array = self._array.__arrow_c_array__()
+        return self._type.__arrow_c_schema__(), array
+
+
+def _relaxed(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (map keys excepted: Arrow forbids null keys)."""
+    if pa.types.is_map(t):
+        item = t.item_field
+        return pa.map_(t.key_field, item.with_type(_relaxed(item.type)).with_nullable(True))
+    return _map_children(t, lambda f: f.with_type(_relaxed(f.type)).with_nullable(True))
+
+
+def _identical(a: pa.DataType, b: pa.DataType) -> bool:
+    """Equal including nested field names (``DataType.equals`` ignores list/map child names)."""
+    return bool(a.equals(b)) and _nested_names(a) == _nested_names(b)
+
+
+def _nested_names(t: pa.DataType) -> tuple[object, ...]:
+    return tuple((f.name, _nested_names(f.type)) for f in _children(t))
+
+
+# ---- Arrow helpers -------------------------------------------------------------------------
+
+
+def _is_list_like(t: pa.DataType) -> bool:
+    types = pa.types
+    return bool(
+        types.is_list(t)
+        or types.is_large_list(t)
+        or types.is_fixed_size_list(t)
+        or types.is_list_view(t)
+        or types.is_large_list_view(t)
+    )
+
+
+def _is_string(t: pa.DataType) -> bool:
+    types = pa.types
+    return bool(types.is_string(t) or types.is_large_string(t) or types.is_string_view(t))
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    types = pa.types
+    return bool(
+        types.is_binary(t)
+        or types.is_large_binary(t)
+        or types.is_binary_view(t)
+        or types.is_fixed_size_binary(t)
+    )
+
+
+def _children(t: pa.DataType) -> list[pa.Field]:
+    """The child fields of a nested type (struct fields, list element, map key and value)."""
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    if _is_list_like(t):
+        return [t.value_field]
+    return []
+
+
+def _map_children(t: pa.DataType, fn: Callable[[pa.Field], pa.Field]) -> pa.DataType:
+    """``t`` with ``fn`` applied to its direct child fields."""
+    if pa.types.is_struct(t):
+        return pa.struct([fn(f) for f in _children(t)])
+    if pa.types.is_map(t):
+        return pa.map_(fn(t.key_field), fn(t.item_field), keys_sorted=t.keys_sorted)
+    if _is_list_like(t):
+        return _list_type_like(t, fn(t.value_field))
+    return t
+
+
+def _list_type_like(t: pa.DataType, value: pa.Field) -> pa.DataType:
+    types = pa.types
+    if types.is_fixed_size_list(t):
+        return pa.list_(value, t.list_size)
+    if types.is_large_list(t):
+        return pa.large_list(value)
+    if types.is_list_view(t):
+        return pa.list_view(value)
+    if types.is_large_list_view(t):
+        return pa.large_list_view(value)
+    return pa.list_(value)
+
+
+def _contains_list_view(t: pa.DataType) -> bool:
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        return True
+    return any(_contains_list_view(f.type) for f in _children(t))
+
+
+def _without_list_views(arr: pa.Array) -> pa.Array:
+    """``arr`` with every list view turned into a list (pyarrow 26 casts them wrongly)."""
+    t = arr.type
+    if not _contains_list_view(t):
+        return arr
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(t):
+        children = [_without_list_views(arr.field(i)) for i in range(t.num_fields)]
+        fields = [f.with_type(c.type) for f, c in zip(_children(t), children, strict=True)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    if pa.types.is_fixed_size_list(t):
+        values = arr.values.slice(arr.offset * t.list_size, len(arr) * t.list_size)
+        values = _without_list_views(values)
+        value_type = pa.list_(t.value_field.with_type(values.type), t.list_size)
+        return pa.FixedSizeListArray.from_arrays(values, type=value_type, mask=mask)
+    if pa.types.is_map(t):
+        entries = _map_entries(arr)
+        keys, items = (_without_list_views(entries.field(i)) for i in range(2))
+        offsets = _offsets(arr.view(pa.list_(t.field(0))), pa.int32())
+        map_type = pa.map_(t.key_field.with_type(keys.type), t.item_field.with_type(items.type))
+        return pa.MapArray.from_arrays(offsets, keys, items, type=map_type, mask=mask)
+    large = pa.types.is_large_list(t) or pa.types.is_large_list_view(t)
+    values = _without_list_views(pc.list_flatten(arr))
+    value = t.value_field.with_type(values.type)
+    if large:
+        return pa.LargeListArray.from_arrays(
+            _offsets(arr, pa.int64()), values, type=pa.large_list(value), mask=mask
+        )
+    return pa.ListArray.from_arrays(
+        _offsets(arr, pa.int32()), values, type=pa.list_(value), mask=mask
+    )
+
+
+def _map_entries(arr: pa.Array) -> pa.StructArray:
+    """The key/value entries of the valid rows of a map array (a map is a list of structs)."""
+    return pc.list_flatten(arr.view(pa.list_(arr.type.field(0))))
+
+
+def _offsets(arr: pa.Array, offset_type: pa.DataType) -> pa.Array:
+    """Offsets of a compact list layout of ``arr`` (null rows are empty)."""
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).cast(offset_type)
+    return pa.concat_arrays([pa.array([0], offset_type), pc.cumulative_sum(lengths)])

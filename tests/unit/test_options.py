@@ -1,0 +1,166 @@
+"""Option parsing: case-insensitive keys, typo detection, typed values, secrets kept out of repr."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lance_spark._options import (
+    READ_KEYS,
+    WRITE_KEYS,
+    parse_read_options,
+    parse_timestamp,
+    parse_write_options,
+)
+from lance_spark.errors import InvalidOptionError
+
+
+def test_defaults_read_latest_whole_table() -> None:
+    opts = parse_read_options({"path": "/t.lance"})
+    assert opts.uri == "/t.lance"
+    assert opts.time_travel.version is None and opts.time_travel.tag is None
+    assert opts.columns is None and opts.filter is None and opts.metadata_columns == ()
+
+
+@pytest.mark.parametrize("key", ["version", "versionAsOf", "VERSIONASOF", "Version"])
+def test_version_keys_are_case_insensitive(key: str) -> None:
+    assert parse_read_options({key: "5"}).time_travel.version == 5
+
+
+def test_typo_is_an_error_naming_it_and_the_valid_keys() -> None:
+    with pytest.raises(InvalidOptionError) as err:
+        parse_read_options({"verison": "3"})
+    message = str(err.value)
+    assert "'verison'" in message
+    assert "Did you mean 'version'" in message
+    assert "versionAsOf" in message and "timestampAsOf" in message
+
+
+def test_write_option_on_read_says_so() -> None:
+    with pytest.raises(InvalidOptionError, match="'mergeSchema' is a write option"):
+        parse_read_options({"mergeSchema": "true"})
+
+
+def test_spark_keys_are_accepted() -> None:
+    opts = parse_read_options(
+        {"path": "file:/x", "location": "file:/x", "owner": "me", "provider": "lance"}
+    )
+    assert opts.uri == "file:/x"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"version": "1", "tag": "a"},
+        {"versionAsOf": "1", "timestampAsOf": "2026-01-01"},
+        {"version": "1", "versionAsOf": "2"},
+    ],
+)
+def test_more_than_one_time_travel_option_is_an_error(options: dict[str, str]) -> None:
+    with pytest.raises(InvalidOptionError, match="at most one"):
+        parse_read_options(options)
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "1.5"])
+def test_bad_version_names_the_value(value: str) -> None:
+    with pytest.raises(InvalidOptionError, match=repr(value)):
+        parse_read_options({"version": value})
+
+
+def test_timestamp_forms() -> None:
+    expected = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
+    assert parse_timestamp("2026-01-31T12:00:00Z") == expected
+    assert parse_timestamp("2026-01-31 12:00:00") == expected  # no zone: UTC
+    assert parse_timestamp("2026-01-31T13:00:00+01:00") == expected
+    with pytest.raises(InvalidOptionError, match="not an ISO-8601"):
+        parse_timestamp("yesterday")
+
+
+def test_columns_and_metadata_columns() -> None:
+    opts = parse_read_options({"columns": "id, label", "metadata_columns": "_rowaddr,_fragid"})
+    assert opts.columns == ("id", "label")
+    assert opts.metadata_columns == ("_rowaddr", "_fragid")
+    with pytest.raises(InvalidOptionError, match="'_rowidx'"):
+        parse_read_options({"metadata_columns": "_rowidx"})
+    with pytest.raises(InvalidOptionError, match="twice"):
+        parse_read_options({"columns": "id,id"})
+    with pytest.raises(InvalidOptionError, match="comma-separated"):
+        parse_read_options({"columns": "id,,x"})
+
+
+def test_storage_options_merge_session_and_per_read_and_stay_out_of_repr() -> None:
+    opts = parse_read_options(
+        {"storage.aws_secret_access_key": "s3cr3t", "storage.aws_region": "eu-west-1"},
+        session_storage={"aws_region": "us-east-1", "aws_endpoint": "http://127.0.0.1:9"},
+    )
+    assert opts.storage == {
+        "aws_secret_access_key": "s3cr3t",
+        "aws_region": "eu-west-1",
+        "aws_endpoint": "http://127.0.0.1:9",
+    }
+    assert "s3cr3t" not in repr(opts)
+    write = parse_write_options({"storage.aws_secret_access_key": "s3cr3t"})
+    assert "s3cr3t" not in repr(write)
+
+
+def test_write_options() -> None:
+    opts = parse_write_options(
+        {
+            "mergeschema": "true",
+            "userMetadata": "run 7",
+            "embedding.arrow.fixed-size-list.size": "16",
+            "max_rows_per_file": "1000",
+            "enable_stable_row_ids": "false",
+            "data_storage_version": "2.1",
+        }
+    )
+    assert opts.merge_schema is True
+    assert opts.user_metadata == "run 7"
+    assert opts.vector_sizes == {"embedding": 16}
+    assert opts.max_rows_per_file == 1000
+    assert opts.enable_stable_row_ids is False
+    assert opts.data_storage_version == "2.1"
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"mergeSchema": "maybe"}, "true or false"),
+        ({"max_rows_per_file": "0"}, "at least 1"),
+        ({"max_rows_per_file": "many"}, "not a whole number"),
+        ({"v.arrow.fixed-size-list.size": "0"}, "fixed-size-list.size"),
+        ({"version": "3"}, "'version' is a read option"),
+    ],
+)
+def test_bad_write_options(options: dict[str, str], fragment: str) -> None:
+    with pytest.raises(InvalidOptionError, match=fragment):
+        parse_write_options(options)
+
+
+@given(st.sampled_from(sorted(READ_KEYS | WRITE_KEYS)), st.data())
+def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.DataObject) -> None:
+    cased = "".join(c.upper() if data.draw(st.booleans()) else c for c in key)
+    values = {
+        "version": "2",
+        "versionasof": "2",
+        "timestampasof": "2026-01-01",
+        "tag": "t",
+        "columns": "a",
+        "filter": "a > 1",
+        "metadata_columns": "_rowid",
+        "batch_size": "10",
+        "rows_per_partition": "10",
+        "min_partitions": "2",
+        "mergeschema": "true",
+        "usermetadata": "x",
+        "max_rows_per_file": "10",
+        "max_rows_per_group": "10",
+        "max_bytes_per_file": "10",
+        "data_storage_version": "2.1",
+        "enable_stable_row_ids": "true",
+    }
+    parse = parse_read_options if key in READ_KEYS else parse_write_options
+    parse({cased: values[key]})
