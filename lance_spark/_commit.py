@@ -11,7 +11,7 @@ import pyarrow as pa
 from lance.commit import CommitConflictError as LanceCommitConflict
 from lance.fragment import FragmentMetadata
 
-from lance_spark.errors import CommitConflictError
+from lance_spark.errors import CommitConflictError, SchemaMismatchError
 
 # Keys of a version's transaction properties written by the connector.
 PROP_OPERATION = "lance_spark.operation"
@@ -97,6 +97,38 @@ def overwrite_op(
     schema: pa.Schema, fragments: Sequence[FragmentMetadata]
 ) -> lance.LanceOperation.BaseOperation:
     return lance.LanceOperation.Overwrite(schema, list(fragments))
+
+
+def check_can_add_columns(ds: lance.LanceDataset, new_columns: Sequence[str], *, uri: str) -> None:
+    """mergeSchema writes new fragments whose field ids follow the column order; that is only
+    right when the table's field ids do too (no column was ever dropped or re-added)."""
+    from lance.schema import LanceSchema
+
+    if LanceSchema.from_pyarrow(ds.schema) != ds.lance_schema:
+        raise SchemaMismatchError(
+            f"mergeSchema cannot add column(s) {', '.join(new_columns)} to the Lance table at "
+            f"{uri!r} in the same commit as the append, because columns of this table were "
+            "dropped or re-added before; add the columns first (LanceDataset.add_columns) "
+            "and append without mergeSchema"
+        )
+
+
+def add_columns_op(
+    uri: str,
+    read_version: int | None,
+    schema: pa.Schema,
+    new_fragments: Sequence[FragmentMetadata],
+    *,
+    storage: Mapping[str, str],
+) -> lance.LanceOperation.BaseOperation:
+    """One ``Merge``: every existing fragment unchanged (new columns read as null) plus the
+    new fragments, under the widened schema."""
+    ds = lance.dataset(uri, version=read_version, storage_options=dict(storage) or None)
+    existing = [f.metadata for f in ds.get_fragments()]
+    next_id = max((f.id for f in existing), default=-1) + 1
+    for offset, fragment in enumerate(new_fragments):
+        fragment.id = next_id + offset
+    return lance.LanceOperation.Merge([*existing, *new_fragments], schema)
 
 
 def _latest_version(uri: str, storage: Mapping[str, str]) -> int | str:

@@ -31,6 +31,7 @@ _log = logging.getLogger(__name__)
 class WriteMode(Enum):
     CREATE = "create"
     APPEND = "append"
+    APPEND_NEW_COLUMNS = "append with new columns"  # mergeSchema=true adding columns
     OVERWRITE = "overwrite"
 
 
@@ -59,6 +60,8 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
         batches = (counter.count(_types.conform_write_batch(b, self.target)) for b in iterator)
         reader = pa.RecordBatchReader.from_batches(self.target, batches)
         creating = self.mode is not WriteMode.APPEND
+        # APPEND_NEW_COLUMNS writes with the widened schema, which the table does not have yet
+        # ("overwrite" skips write_fragments' check against the table's schema).
         # On failure write_fragments removes what it wrote (checked with pylance 14), so a
         # failed task attempt leaves no files behind.
         fragments = write_fragments(
@@ -69,8 +72,8 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
             max_rows_per_file=self.options.max_rows_per_file,
             max_rows_per_group=self.options.max_rows_per_group,
             max_bytes_per_file=self.options.max_bytes_per_file,
-            data_storage_version=self.options.data_storage_version if creating else None,
-            enable_stable_row_ids=bool(self._stable_row_ids()) if creating else False,
+            data_storage_version=self.options.data_storage_version if self._creates() else None,
+            enable_stable_row_ids=bool(self._stable_row_ids()) if self._creates() else False,
             storage_options=dict(self.options.storage) or None,
         )
         docs = tuple(json.dumps(f.to_json()) for f in fragments)
@@ -88,11 +91,15 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
             return
         if self.mode is WriteMode.APPEND:
             op = _commit.append_op(fragments)
+        elif self.mode is WriteMode.APPEND_NEW_COLUMNS:
+            op = _commit.add_columns_op(
+                self.uri, self.read_version, self.target, fragments, storage=self.options.storage
+            )
         else:
             op = _commit.overwrite_op(self.target, fragments)
         info = _commit.CommitInfo(
             operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
-            parameters={"mode": self.mode.value.capitalize()},
+            parameters={"mode": "Append" if self.mode is WriteMode.APPEND_NEW_COLUMNS else self.mode.value.capitalize(), **({"mergeSchema": "true"} if self.mode is WriteMode.APPEND_NEW_COLUMNS else {})},
             metrics={
                 "numFiles": sum(len(_files_of(m)) for m in written),
                 "numOutputRows": sum(m.num_rows for m in written),
@@ -108,7 +115,7 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
                 read_version=self.read_version,
                 info=info,
                 storage=self.options.storage,
-                enable_stable_row_ids=self._stable_row_ids() if self.mode is not WriteMode.APPEND else None,
+                enable_stable_row_ids=self._stable_row_ids() if self._creates() else None,
             )
         except CommitConflictError:
             self.abort(messages)
@@ -118,6 +125,9 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in _files_of(m)]
         _files.abort_job(self.uri, self.job_id, known, storage=self.options.storage)
+
+    def _creates(self) -> bool:
+        return self.mode in (WriteMode.CREATE, WriteMode.OVERWRITE)
 
     def _stable_row_ids(self) -> bool:
         # Tables created by the connector keep stable row ids (diff / change feed need them).
@@ -144,13 +154,11 @@ def plan_write(
         table = ds.schema
         target = _types.reconcile_write_schema(incoming, table, merge_schema=options.merge_schema)
         new_columns = [n for n in target.names if n not in table.names]
+        mode = WriteMode.APPEND
         if new_columns:
-            raise SchemaMismatchError(
-                f"mergeSchema would add column(s) {', '.join(new_columns)} to the Lance table at "
-                f"{uri!r}; adding columns during an append is not supported yet: add them first "
-                "(ALTER TABLE ... ADD COLUMNS) or overwrite the table"
-            )
-        return LanceWriter(uri, WriteMode.APPEND, int(ds.version), target, options, app_id)
+            _commit.check_can_add_columns(ds, new_columns, uri=uri)
+            mode = WriteMode.APPEND_NEW_COLUMNS
+        return LanceWriter(uri, mode, int(ds.version), target, options, app_id)
     # Like Spark's file sources, a table created from a DataFrame gets nullable columns:
     # literal and derived columns are non-null in Spark but later appends may hold nulls.
     target = _nullable(_types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes))

@@ -185,3 +185,17 @@ def test_bad_write_option_is_named(spark: SparkSession, table_uri: str) -> None:
         _frame(spark).write.format("lance").option("mergeSchemaa", "true").mode("append").save(
             table_uri
         )
+
+
+def test_merge_schema_adds_columns_in_one_version(spark: SparkSession, table_uri: str) -> None:
+    _frame(spark, n=10).write.format("lance").mode("append").save(table_uri)
+    wider = _frame(spark, n=5).withColumn("score", F.col("id") * 0.5)
+    wider.write.format("lance").option("mergeSchema", "true").mode("append").save(table_uri)
+    ds = lance.dataset(table_uri)
+    assert ds.version == 2
+    assert ds.schema.names == ["id", "label", "v", "score"]
+    rows = ds.to_table().to_pylist()
+    assert sorted(r["score"] for r in rows if r["score"] is not None) == [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert sum(r["score"] is None for r in rows) == 10
+    back = spark.read.format("lance").load(table_uri)
+    assert back.filter("score IS NULL").count() == 10
