@@ -70,7 +70,9 @@ def version_timestamps(ds: lance.LanceDataset) -> list[tuple[int, datetime]]:
     """(version, commit time in UTC) for every version, oldest first."""
     out: list[tuple[int, datetime]] = []
     for info in ds.versions():
-        stamp: datetime = info["timestamp"]
+        stamp = info["timestamp"]
+        if not isinstance(stamp, datetime):
+            raise TypeError(f"unexpected version timestamp {stamp!r}")
         # pylance returns naive datetimes in the machine's local zone; astimezone() on a
         # naive datetime interprets it as local time, which is what we need.
         out.append((int(info["version"]), stamp.astimezone(UTC)))

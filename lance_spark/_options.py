@@ -311,7 +311,9 @@ def _int(opts: Mapping[str, str], key: str, default: int) -> int:
     try:
         return int(value)
     except ValueError:
-        raise InvalidOptionError(f"option {_display(key)}={value!r} is not a whole number") from None
+        raise InvalidOptionError(
+            f"option {_display(key)}={value!r} is not a whole number"
+        ) from None
 
 
 def _positive_int(opts: Mapping[str, str], key: str, default: int) -> int:
@@ -367,9 +369,7 @@ def _vector_sizes(options: Mapping[str, str]) -> dict[str, int]:
     return sizes
 
 
-def _storage(
-    opts: Mapping[str, str], session_storage: Mapping[str, str] | None
-) -> dict[str, str]:
+def _storage(opts: Mapping[str, str], session_storage: Mapping[str, str] | None) -> dict[str, str]:
     storage = dict(session_storage or {})
     for key, value in opts.items():
         if key.startswith(STORAGE_PREFIX) and len(key) > len(STORAGE_PREFIX):

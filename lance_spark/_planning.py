@@ -28,7 +28,7 @@ class FragmentSlice:
 
 
 @dataclass(frozen=True)
-class LancePartition(InputPartition):  # type: ignore[misc]
+class LancePartition(InputPartition):
     """One Spark task: the fragment slices it reads, in order."""
 
     index: int
@@ -58,7 +58,8 @@ def plan_partitions(
     target = min(rows_per_partition, max(1, math.ceil(total / max(1, min_partitions))))
     pieces = list(_split(fragments, target))
     return [
-        LancePartition(index=i, slices=tuple(group)) for i, group in enumerate(_pack(pieces, target))
+        LancePartition(index=i, slices=tuple(group))
+        for i, group in enumerate(_pack(pieces, target))
     ]
 
 

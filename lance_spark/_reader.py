@@ -6,18 +6,19 @@ values (uri, pinned version, column names, a predicate string). Tasks open the d
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition, Not
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
 from lance_spark import _dataset, _types
-from lance_spark._filters import quote_column, translate_filters
+from lance_spark._filters import translate_filters
 from lance_spark._options import METADATA_COLUMN_NAMES, ReadOptions
 from lance_spark._planning import FragmentInfo, FragmentSlice, LancePartition, plan_partitions
 from lance_spark.errors import ColumnNotFoundError, UnsupportedTypeError
@@ -73,7 +74,8 @@ def spark_schema(table_schema: pa.Schema, projection: Projection, *, uri: str) -
     arrow = pa.schema([table_schema.field(c) for c in projection.lance_columns])
     mapped = _types.spark_schema_from_arrow(arrow)
     fields = [
-        StructField(name, f.dataType, f.nullable) for name, f in zip(projection.spark_names, mapped.fields, strict=True)
+        StructField(name, f.dataType, f.nullable)
+        for name, f in zip(projection.spark_names, mapped.fields, strict=True)
     ]
     fields += [StructField(m, LongType(), nullable=False) for m in projection.metadata_columns]
     # Spark hands catalog-table readers and writers empty options but keeps field metadata:
@@ -86,15 +88,15 @@ def spark_schema(table_schema: pa.Schema, projection: Projection, *, uri: str) -
 def uri_from_schema(schema: StructType) -> str | None:
     for f in schema.fields:
         uri = (f.metadata or {}).get(URI_METADATA_KEY)
-        if uri:
-            return str(uri)
+        if isinstance(uri, str) and uri:
+            return uri
     return None
 
 
 def _resolve_name(table_schema: pa.Schema, name: str) -> str:
     if name in table_schema.names:
         return name
-    matches = [n for n in table_schema.names if n.lower() == name.lower()]
+    matches: list[str] = [n for n in table_schema.names if n.lower() == name.lower()]
     if len(matches) == 1:
         return matches[0]
     raise ColumnNotFoundError(
@@ -103,7 +105,7 @@ def _resolve_name(table_schema: pa.Schema, name: str) -> str:
 
 
 @dataclass
-class LanceReader(DataSourceReader):  # type: ignore[misc]
+class LanceReader(DataSourceReader):
     uri: str
     version: int
     table_schema: pa.Schema
@@ -116,7 +118,7 @@ class LanceReader(DataSourceReader):  # type: ignore[misc]
     pushed_filter: str | None = None
     output_schema: StructType = field(default_factory=StructType)
 
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         renamed = dict(zip(self.projection.spark_names, self.projection.lance_columns, strict=True))
         by_lance: list[Filter] = []
         originals: dict[int, Filter] = {}
@@ -150,7 +152,14 @@ class LanceReader(DataSourceReader):  # type: ignore[misc]
         target = to_arrow_schema(self.output_schema, timezone="UTC")
         predicate = _and(self.user_filter, self.pushed_filter)
         meta = self.projection.metadata_columns
-        for batch in _scan(ds, partition.slices, list(self.projection.lance_columns), predicate, meta, self.batch_size):
+        for batch in _scan(
+            ds,
+            partition.slices,
+            list(self.projection.lance_columns),
+            predicate,
+            meta,
+            self.batch_size,
+        ):
             yield _to_spark(batch, self.projection, target)
 
 
@@ -222,18 +231,14 @@ def _and(*parts: str | None) -> str | None:
 
 def _rename_filter(f: Filter, renamed: Mapping[str, str]) -> Filter | None:
     """The filter on Lance column names, or None when it touches a metadata column."""
-    import dataclasses
-
     child = getattr(f, "child", None)
-    if child is not None:
+    if isinstance(child, Filter):
         inner = _rename_filter(child, renamed)
-        return None if inner is None else dataclasses.replace(f, child=inner)
+        return None if inner is None else Not(inner)
     path = tuple(getattr(f, "attribute", ()))
     if not path or path[0] not in renamed:
         return None
     if renamed[path[0]] == path[0]:
         return f
-    return dataclasses.replace(f, attribute=(renamed[path[0]], *path[1:]))
-
-
-__all__ = ["LanceReader", "Projection", "quote_column"]
+    changes: dict[str, Any] = {"attribute": (renamed[path[0]], *path[1:])}
+    return cast(Filter, dataclasses.replace(cast(Any, f), **changes))

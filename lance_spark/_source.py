@@ -29,7 +29,7 @@ class SessionDefaults:
     parallelism: int = 2
 
 
-class LanceDataSource(DataSource):  # type: ignore[misc]
+class LanceDataSource(DataSource):
     """Spark data source for Lance tables (``format("lance")``).
 
     Use :func:`lance_spark.register` rather than registering this class directly: it also

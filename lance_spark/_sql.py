@@ -50,7 +50,7 @@ def install(spark: SparkSession) -> None:
     original: Callable[..., DataFrame] = spark.sql
 
     @functools.wraps(original)
-    def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:  # noqa: N803
+    def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:
         statement = parse(sqlQuery) if args is None and not kwargs else None
         if isinstance(statement, CreateTable):
             return _create_table(spark, original, sqlQuery, statement)
@@ -108,7 +108,8 @@ def _create_table(
     options = parse_write_options(stmt.options)
     incoming = to_arrow_schema(schema, timezone="UTC")
     target = _types.arrow_schema_for_new_table(
-        pa_schema_plain(incoming), vector_sizes=_match_vector_sizes(options.vector_sizes, schema.names)
+        pa_schema_plain(incoming),
+        vector_sizes=_match_vector_sizes(options.vector_sizes, schema.names),
     )
     storage = dict(options.storage)
     if _dataset.table_exists(uri, storage=storage):
@@ -127,7 +128,9 @@ def _create_table(
             read_version=None,
             info=_commit.CommitInfo(operation="CREATE TABLE", parameters={"mode": "Create"}),
             storage=storage,
-            enable_stable_row_ids=True if options.enable_stable_row_ids is None else options.enable_stable_row_ids,
+            enable_stable_row_ids=True
+            if options.enable_stable_row_ids is None
+            else options.enable_stable_row_ids,
         )
     run(f"DROP TABLE {stmt.name}")
     # OPTIONS were for creating the Lance table; storage options may hold secrets, which

@@ -36,7 +36,7 @@ class WriteMode(Enum):
 
 
 @dataclass(frozen=True)
-class LanceCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class LanceCommitMessage(WriterCommitMessage):
     """What one task wrote: fragment metadata as JSON, and row count."""
 
     fragments: tuple[str, ...]
@@ -45,7 +45,7 @@ class LanceCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 @dataclass
-class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class LanceWriter(DataSourceArrowWriter):
     uri: str
     mode: WriteMode
     read_version: int | None
@@ -99,7 +99,12 @@ class LanceWriter(DataSourceArrowWriter):  # type: ignore[misc]
             op = _commit.overwrite_op(self.target, fragments)
         info = _commit.CommitInfo(
             operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
-            parameters={"mode": "Append" if self.mode is WriteMode.APPEND_NEW_COLUMNS else self.mode.value.capitalize(), **({"mergeSchema": "true"} if self.mode is WriteMode.APPEND_NEW_COLUMNS else {})},
+            parameters={
+                "mode": "Append"
+                if self.mode is WriteMode.APPEND_NEW_COLUMNS
+                else self.mode.value.capitalize(),
+                **({"mergeSchema": "true"} if self.mode is WriteMode.APPEND_NEW_COLUMNS else {}),
+            },
             metrics={
                 "numFiles": sum(len(_files_of(m)) for m in written),
                 "numOutputRows": sum(m.num_rows for m in written),

@@ -16,14 +16,14 @@ Example::
 from __future__ import annotations
 
 __all__ = [
-    "LanceSparkError",
-    "InvalidOptionError",
-    "UnsupportedTypeError",
-    "SchemaMismatchError",
     "ColumnNotFoundError",
-    "TableNotFoundError",
-    "VersionNotFoundError",
     "CommitConflictError",
+    "InvalidOptionError",
+    "LanceSparkError",
+    "SchemaMismatchError",
+    "TableNotFoundError",
+    "UnsupportedTypeError",
+    "VersionNotFoundError",
 ]
 
 

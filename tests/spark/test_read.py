@@ -68,6 +68,7 @@ def test_time_travel_by_version_timestamp_and_tag(spark: SparkSession, table_uri
     _write_versions(table_uri, batches=3)
     ds = lance.dataset(table_uri)
     ds.tags.create("first", 1)
+
     def read():  # type: ignore[no-untyped-def]
         return spark.read.format("lance")  # a DataFrameReader keeps options: one per read
 
@@ -85,6 +86,7 @@ def test_time_travel_by_version_timestamp_and_tag(spark: SparkSession, table_uri
 
 def test_time_travel_errors(spark: SparkSession, table_uri: str) -> None:
     _write_versions(table_uri, batches=2)
+
     def read():  # type: ignore[no-untyped-def]
         return spark.read.format("lance")
 
@@ -111,9 +113,7 @@ def test_version_is_pinned_at_planning(spark: SparkSession, table_uri: str) -> N
     assert spark.read.format("lance").option("version", 1).load(table_uri).count() == 100
 
 
-def test_projection_by_columns_option_and_user_schema(
-    spark: SparkSession, table_uri: str
-) -> None:
+def test_projection_by_columns_option_and_user_schema(spark: SparkSession, table_uri: str) -> None:
     _write_versions(table_uri, batches=1)
     by_option = spark.read.format("lance").option("columns", "label").load(table_uri)
     assert by_option.columns == ["label"]

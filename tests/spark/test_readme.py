@@ -21,7 +21,7 @@ def test_readme_python_examples_run(spark: SparkSession, tmp_path: Path) -> None
     try:
         for block in blocks:
             code = block.replace("/tmp/lance_spark_readme", str(tmp_path))
-            exec(compile(code, str(README), "exec"), namespace)  # noqa: S102
+            exec(compile(code, str(README), "exec"), namespace)
         ds = lance.dataset(str(tmp_path / "pets.lance"))
         assert ds.schema.field("embedding").type.list_size == 2
         assert ds.count_rows() > 0

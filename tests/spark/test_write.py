@@ -67,13 +67,11 @@ def test_vector_option_makes_fixed_size_list(spark: SparkSession, table_uri: str
     assert lance.dataset(table_uri).version == 2
 
 
-def test_overwrite_replaces_rows_and_may_change_schema(
-    spark: SparkSession, table_uri: str
-) -> None:
+def test_overwrite_replaces_rows_and_may_change_schema(spark: SparkSession, table_uri: str) -> None:
     _frame(spark).write.format("lance").mode("append").save(table_uri)
-    spark.range(5).selectExpr("id", "id * 2 AS twice").write.format("lance").mode(
-        "overwrite"
-    ).save(table_uri)
+    spark.range(5).selectExpr("id", "id * 2 AS twice").write.format("lance").mode("overwrite").save(
+        table_uri
+    )
     ds = lance.dataset(table_uri)
     assert ds.version == 2
     assert ds.schema.names == ["id", "twice"]
@@ -98,9 +96,7 @@ def test_columns_matched_by_name_and_missing_nullable_become_null(
     assert rows[10]["label"] == "x10" and rows[10]["v"] is None
 
 
-def test_extra_column_is_an_error_and_changes_nothing(
-    spark: SparkSession, table_uri: str
-) -> None:
+def test_extra_column_is_an_error_and_changes_nothing(spark: SparkSession, table_uri: str) -> None:
     _frame(spark, n=10).write.format("lance").mode("append").save(table_uri)
     before = _data_files(table_uri)
     extra = _frame(spark, n=10).withColumn("surprise", F.lit(1))
@@ -142,9 +138,7 @@ def test_commit_records_operation_app_and_user_metadata(
     assert json.loads(second["lance_spark.operationParameters"]) == {"mode": "Append"}
 
 
-def test_failing_task_leaves_no_version_and_no_files(
-    spark: SparkSession, table_uri: str
-) -> None:
+def test_failing_task_leaves_no_version_and_no_files(spark: SparkSession, table_uri: str) -> None:
     _frame(spark).write.format("lance").mode("append").save(table_uri)
     before = _data_files(table_uri)
 

@@ -74,8 +74,6 @@ def test_every_row_in_exactly_one_partition(
     assert [p.index for p in parts] == list(range(len(parts)))
     target = min(rows_per_partition, -(-sum(sizes) // min_partitions)) if sum(sizes) else 0
     for p in parts:
-        rows = sum(
-            (s.stop - s.start) if not s.is_whole else sizes[s.fragment_id] for s in p.slices
-        )
+        rows = sum((s.stop - s.start) if not s.is_whole else sizes[s.fragment_id] for s in p.slices)
         # one piece may overshoot the target by half (fragments up to 1.5x are kept whole)
         assert len(p.slices) == 1 or rows <= target
