@@ -193,3 +193,32 @@ def test_merge_schema_adds_columns_in_one_version(spark: SparkSession, table_uri
     assert sum(r["score"] is None for r in rows) == 10
     back = spark.read.format("lance").load(table_uri)
     assert back.filter("score IS NULL").count() == 10
+
+
+def test_lance_writer_settings_pass_through_on_create(spark: SparkSession, table_uri: str) -> None:
+    (
+        _frame(spark, n=1000, parts=1)
+        .write.format("lance")
+        .option("max_rows_per_file", "300")
+        .option("max_rows_per_group", "100")
+        .option("data_storage_version", "2.1")
+        .option("enable_stable_row_ids", "false")
+        .mode("append")
+        .save(table_uri)
+    )
+    ds = lance.dataset(table_uri)
+    assert [f.count_rows() for f in ds.get_fragments()] == [300, 300, 300, 100]
+    assert ds.data_storage_version == "2.1"
+    assert all(f.metadata.row_id_meta is None for f in ds.get_fragments())
+    _frame(spark, n=10, parts=1).write.format("lance").mode("append").save(table_uri)
+    assert lance.dataset(table_uri).data_storage_version == "2.1"
+
+
+def test_created_tables_have_stable_row_ids_by_default(
+    spark: SparkSession, table_uri: str
+) -> None:
+    _frame(spark, n=10, parts=2).write.format("lance").mode("append").save(table_uri)
+    _frame(spark, n=10, parts=2).write.format("lance").mode("append").save(table_uri)
+    ds = lance.dataset(table_uri)
+    assert all(f.metadata.row_id_meta is not None for f in ds.get_fragments())
+    assert sorted(ds.to_table(with_row_id=True)["_rowid"].to_pylist()) == list(range(20))
