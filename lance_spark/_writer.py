@@ -59,16 +59,14 @@ class LanceWriter(DataSourceArrowWriter):
         counter = _Counter()
         batches = (counter.count(_types.conform_write_batch(b, self.target)) for b in iterator)
         reader = pa.RecordBatchReader.from_batches(self.target, batches)
-        creating = self.mode is not WriteMode.APPEND
-        # APPEND_NEW_COLUMNS writes with the widened schema, which the table does not have yet
-        # ("overwrite" skips write_fragments' check against the table's schema).
         # On failure write_fragments removes what it wrote (checked with pylance 14), so a
-        # failed task attempt leaves no files behind.
+        # failed task attempt leaves no files behind. Only a plain append is checked against
+        # the table's schema: the others write a schema the table does not have (yet).
         fragments = write_fragments(
             reader,
             self.uri,
             schema=self.target,
-            mode="overwrite" if creating else "append",
+            mode="append" if self.mode is WriteMode.APPEND else "overwrite",
             max_rows_per_file=self.options.max_rows_per_file,
             max_rows_per_group=self.options.max_rows_per_group,
             max_bytes_per_file=self.options.max_bytes_per_file,
@@ -99,12 +97,7 @@ class LanceWriter(DataSourceArrowWriter):
             op = _commit.overwrite_op(self.target, fragments)
         info = _commit.CommitInfo(
             operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
-            parameters={
-                "mode": "Append"
-                if self.mode is WriteMode.APPEND_NEW_COLUMNS
-                else self.mode.value.capitalize(),
-                **({"mergeSchema": "true"} if self.mode is WriteMode.APPEND_NEW_COLUMNS else {}),
-            },
+            parameters=self._parameters(),
             metrics={
                 "numFiles": sum(len(_files_of(m)) for m in written),
                 "numOutputRows": sum(m.num_rows for m in written),
@@ -130,6 +123,11 @@ class LanceWriter(DataSourceArrowWriter):
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in _files_of(m)]
         _files.abort_job(self.uri, self.job_id, known, storage=self.options.storage)
+
+    def _parameters(self) -> dict[str, str]:
+        if self.mode is WriteMode.APPEND_NEW_COLUMNS:
+            return {"mode": "Append", "mergeSchema": "true"}
+        return {"mode": self.mode.value.capitalize()}
 
     def _creates(self) -> bool:
         return self.mode in (WriteMode.CREATE, WriteMode.OVERWRITE)
