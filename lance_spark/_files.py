@@ -71,6 +71,10 @@ def finish_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> No
     fs, root = _fs(_job_dir(table_uri, job_id), storage)
     if fs.exists(root):
         fs.rm(root, recursive=True)
+    # Local file systems keep empty folders; object stores have none to remove.
+    for parent in (root.rsplit("/", 1)[0], root.rsplit("/", 2)[0]):
+        if fs.isdir(parent) and not fs.ls(parent):
+            fs.rmdir(parent)
 
 
 def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:

@@ -167,8 +167,22 @@ def plan_write(
     target = _nullable(_types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes))
     if exists:
         ds = _dataset.open_latest(uri, storage=storage)
+        # An overwrite keeps the table's vector columns as vectors unless told otherwise.
+        kept = {**_vector_columns(ds.schema, incoming), **vector_sizes}
+        target = _nullable(_types.arrow_schema_for_new_table(incoming, vector_sizes=kept))
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
+
+
+def _vector_columns(table: pa.Schema, incoming: pa.Schema) -> dict[str, int]:
+    """Sizes of the table's fixed_size_list columns that arrive as plain lists."""
+    sizes: dict[str, int] = {}
+    for f in table:
+        if pa.types.is_fixed_size_list(f.type) and f.name in incoming.names:
+            arriving = incoming.field(f.name).type
+            if pa.types.is_list(arriving) or pa.types.is_large_list(arriving):
+                sizes[f.name] = f.type.list_size
+    return sizes
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:

@@ -67,6 +67,18 @@ def test_vector_option_makes_fixed_size_list(spark: SparkSession, table_uri: str
     assert lance.dataset(table_uri).version == 2
 
 
+def test_overwrite_keeps_vector_columns(spark: SparkSession, table_uri: str) -> None:
+    _frame(spark).write.format("lance").option("v.arrow.fixed-size-list.size", "3").mode(
+        "append"
+    ).save(table_uri)
+    spark.read.format("lance").option("version", 1).load(table_uri).write.format("lance").mode(
+        "overwrite"
+    ).save(table_uri)
+    ds = lance.dataset(table_uri)
+    assert ds.version == 2 and ds.schema.field("v").type == pa.list_(pa.float32(), 3)
+    assert not os.path.exists(os.path.join(table_uri, "_lance_spark"))
+
+
 def test_overwrite_replaces_rows_and_may_change_schema(spark: SparkSession, table_uri: str) -> None:
     _frame(spark).write.format("lance").mode("append").save(table_uri)
     spark.range(5).selectExpr("id", "id * 2 AS twice").write.format("lance").mode("overwrite").save(
@@ -214,9 +226,7 @@ def test_lance_writer_settings_pass_through_on_create(spark: SparkSession, table
     assert lance.dataset(table_uri).data_storage_version == "2.1"
 
 
-def test_created_tables_have_stable_row_ids_by_default(
-    spark: SparkSession, table_uri: str
-) -> None:
+def test_created_tables_have_stable_row_ids_by_default(spark: SparkSession, table_uri: str) -> None:
     _frame(spark, n=10, parts=2).write.format("lance").mode("append").save(table_uri)
     _frame(spark, n=10, parts=2).write.format("lance").mode("append").save(table_uri)
     ds = lance.dataset(table_uri)
