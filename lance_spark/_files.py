@@ -57,9 +57,15 @@ def abort_job(
     """Driver side: mark the job aborted, then delete every file its tasks recorded."""
     job_dir = _job_dir(table_uri, job_id)
     fs, root = _fs(job_dir, storage)
-    fs.makedirs(root, exist_ok=True)
-    fs.touch(f"{root}/{ABORTED_MARKER}")
     paths = set(known_paths)
+    try:
+        fs.makedirs(root, exist_ok=True)
+        fs.touch(f"{root}/{ABORTED_MARKER}")
+    except (FileNotFoundError, PermissionError) as err:
+        # The table's location cannot be written at all (no such bucket, no rights): no task
+        # can have written a file there either; delete what the messages name, if anything.
+        _log.warning("cannot mark write job %s aborted at %s: %s", job_id, table_uri, err)
+        return delete_files([data_file_uri(table_uri, p) for p in sorted(paths)], storage=storage)
     for marker in fs.glob(f"{root}/*.json"):
         with fs.open(marker, "r") as src:
             paths.update(json.load(src)["files"])
