@@ -8,7 +8,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR := $(abspath conf)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit lint typecheck bench clean java venv
+.PHONY: help demo test test-unit lint clean java venv
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,12 +35,9 @@ test-unit: $(STAMP) ## Run the fast tests that need no JVM
 	$(PY) -m pytest tests/unit
 
 lint: $(STAMP) ## ruff and mypy
-	$(VENV)/bin/ruff check lance_spark tests benchmarks notebooks
-	$(VENV)/bin/ruff format --check lance_spark tests benchmarks notebooks
+	$(VENV)/bin/ruff check lance_spark tests notebooks
+	$(VENV)/bin/ruff format --check lance_spark tests notebooks
 	$(VENV)/bin/mypy lance_spark
-
-bench: $(STAMP) java ## Lance vs Parquet benchmark, writes BENCHMARKS.md
-	$(PY) benchmarks/run.py
 
 clean: ## Remove the venv, caches and generated data
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data

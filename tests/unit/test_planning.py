@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 from hypothesis import given
@@ -70,7 +71,7 @@ def test_every_row_in_exactly_one_partition(
             assert spans == []
             continue
         assert spans[0][0] == 0 and spans[-1][1] == frag.physical_rows
-        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
     assert [p.index for p in parts] == list(range(len(parts)))
     target = min(rows_per_partition, -(-sum(sizes) // min_partitions)) if sum(sizes) else 0
     for p in parts:
