@@ -33,6 +33,9 @@ class Projection:
     lance_columns: tuple[str, ...]
     spark_names: tuple[str, ...]  # same length as lance_columns
     metadata_columns: tuple[str, ...] = ()
+    # Columns of a catalog table's schema that the version being read does not have yet:
+    # they read as NULL (the catalog schema is fixed, the table's schema evolves).
+    absent: tuple[str, ...] = ()
 
 
 def table_projection(table_schema: pa.Schema, options: ReadOptions) -> Projection:
@@ -44,14 +47,23 @@ def table_projection(table_schema: pa.Schema, options: ReadOptions) -> Projectio
     return Projection(names, names, options.metadata_columns)
 
 
-def user_projection(table_schema: pa.Schema, user: StructType) -> Projection:
-    """Projection from a user-specified schema: its columns, by name, in its order."""
+def user_projection(
+    table_schema: pa.Schema, user: StructType, *, allow_absent: bool = False
+) -> Projection:
+    """Projection from a user-specified schema: its columns, by name, in its order.
+
+    ``allow_absent`` (catalog tables): a nullable column the table lacks reads as NULL.
+    """
     lance_columns: list[str] = []
     spark_names: list[str] = []
     metadata: list[str] = []
+    absent: list[str] = []
     for f in user.fields:
         if f.name in METADATA_COLUMN_NAMES and f.name not in table_schema.names:
             metadata.append(f.name)
+            continue
+        if allow_absent and f.nullable and not _has_name(table_schema, f.name):
+            absent.append(f.name)
             continue
         name = _resolve_name(table_schema, f.name)
         actual = _types.spark_schema_from_arrow(pa.schema([table_schema.field(name)]))[0].dataType
@@ -66,7 +78,7 @@ def user_projection(table_schema: pa.Schema, user: StructType) -> Projection:
         raise ColumnNotFoundError(
             f"metadata columns {', '.join(metadata)} must come last in the given schema"
         )
-    return Projection(tuple(lance_columns), tuple(spark_names), tuple(metadata))
+    return Projection(tuple(lance_columns), tuple(spark_names), tuple(metadata), tuple(absent))
 
 
 def spark_schema(table_schema: pa.Schema, projection: Projection, *, uri: str) -> StructType:
@@ -91,6 +103,10 @@ def uri_from_schema(schema: StructType) -> str | None:
         if isinstance(uri, str) and uri:
             return uri
     return None
+
+
+def _has_name(table_schema: pa.Schema, name: str) -> bool:
+    return any(n.lower() == name.lower() for n in table_schema.names)
 
 
 def _resolve_name(table_schema: pa.Schema, name: str) -> str:
@@ -194,23 +210,29 @@ def _scan(
 
 
 def _to_spark(batch: pa.RecordBatch, projection: Projection, target: pa.Schema) -> pa.RecordBatch:
-    width = len(projection.lance_columns)
+    """Rename, convert and order a scanned batch into exactly the schema Spark expects."""
+    names = projection.spark_names
     data = pa.RecordBatch.from_arrays(
         [batch.column(c) for c in projection.lance_columns],
         schema=pa.schema(
             [
                 batch.schema.field(c).with_name(name)
-                for c, name in zip(projection.lance_columns, projection.spark_names, strict=True)
+                for c, name in zip(projection.lance_columns, names, strict=True)
             ]
         ),
     )
-    data = _types.conform_read_batch(data, pa.schema(list(target)[:width]))
-    arrays = list(data.columns)
-    for m in projection.metadata_columns:
-        values = batch.column("_rowaddr" if m == "_fragid" else m)
-        if m == "_fragid":
-            values = pc.shift_right(values, 32)
-        arrays.append(values.cast(pa.int64()))
+    data = _types.conform_read_batch(data, pa.schema([target.field(n) for n in names]))
+    arrays: list[pa.Array] = []
+    for f in target:
+        if f.name in projection.metadata_columns:
+            values = batch.column("_rowaddr" if f.name == "_fragid" else f.name)
+            if f.name == "_fragid":
+                values = pc.shift_right(values, 32)
+            arrays.append(values.cast(pa.int64()))
+        elif f.name in projection.absent:
+            arrays.append(pa.nulls(batch.num_rows, f.type))
+        else:
+            arrays.append(data.column(f.name))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 

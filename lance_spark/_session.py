@@ -37,7 +37,7 @@ def register(spark: SparkSession) -> None:
     # the Python workers that plan and run reads and writes: they cannot read the Spark conf.
     source = type("LanceDataSource", (LanceDataSource,), {"defaults": defaults})
     spark.dataSource.register(source)
-    _sql.install(spark)
+    _sql.install(spark, defaults)
 
 
 def _storage_conf(spark: SparkSession) -> dict[str, str]:

@@ -75,7 +75,9 @@ class LanceDataSource(DataSource):
             projection = _reader.table_projection(table_schema, opts)
             if [*projection.spark_names, *projection.metadata_columns] != schema.names:
                 # A catalog schema older than the table's: read what the catalog declares.
-                projection = _reader.user_projection(table_schema, _strip(schema))
+                projection = _reader.user_projection(
+                    table_schema, _strip(schema), allow_absent=True
+                )
         return _reader.LanceReader(
             uri=uri,
             version=version,

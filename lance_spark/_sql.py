@@ -22,15 +22,15 @@ from typing import Any
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 from sqlglot import expressions as exp
 
-from lance_spark import _commit, _dataset, _types
+from lance_spark import _dataset, _writer
 from lance_spark._options import parse_write_options
-from lance_spark._source import FORMAT_NAME, _normalise_uri
+from lance_spark._source import FORMAT_NAME, SessionDefaults, _normalise_uri
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError
 
 _MARKER = "_lance_spark_sql_installed"
+_DEFAULTS = "_lance_spark_defaults"
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,9 @@ class CreateTable:
     if_not_exists: bool
 
 
-def install(spark: SparkSession) -> None:
-    """Wrap ``spark.sql`` of this session (once)."""
+def install(spark: SparkSession, defaults: SessionDefaults) -> None:
+    """Wrap ``spark.sql`` of this session (once; ``defaults`` are updated every time)."""
+    setattr(spark, _DEFAULTS, defaults)
     if getattr(spark, _MARKER, False):
         return
     original: Callable[..., DataFrame] = spark.sql
@@ -105,48 +106,32 @@ def _create_table(
         return result  # IF NOT EXISTS on an existing table: Spark did nothing, nor do we
     schema = spark.table(stmt.name).schema
     uri = _normalise_uri(stmt.location)
-    options = parse_write_options(stmt.options)
-    incoming = to_arrow_schema(schema, timezone="UTC")
-    target = _types.arrow_schema_for_new_table(
-        pa_schema_plain(incoming),
-        vector_sizes=_match_vector_sizes(options.vector_sizes, schema.names),
-    )
-    storage = dict(options.storage)
-    if _dataset.table_exists(uri, storage=storage):
-        existing = _dataset.open_latest(uri, storage=storage).schema
-        if [n.lower() for n in existing.names] != [n.lower() for n in target.names]:
+    defaults: SessionDefaults = getattr(spark, _DEFAULTS)
+    options = parse_write_options(stmt.options, session_storage=defaults.storage)
+    if _dataset.table_exists(uri, storage=options.storage):
+        existing = _dataset.open_latest(uri, storage=options.storage).schema
+        if [n.lower() for n in existing.names] != [n.lower() for n in schema.names]:
             run(f"DROP TABLE {stmt.name}")
             raise SchemaMismatchError(
                 f"a Lance table already exists at {uri!r} with columns "
-                f"{', '.join(existing.names)}, not {', '.join(target.names)}; use "
+                f"{', '.join(existing.names)}, not {', '.join(schema.names)}; use "
                 f"CREATE TABLE {stmt.name} USING lance LOCATION '{uri}' without columns"
             )
     else:
-        _commit.commit(
-            uri,
-            _commit.overwrite_op(target, []),
-            read_version=None,
-            info=_commit.CommitInfo(operation="CREATE TABLE", parameters={"mode": "Create"}),
-            storage=storage,
-            enable_stable_row_ids=True
-            if options.enable_stable_row_ids is None
-            else options.enable_stable_row_ids,
+        # The creating write of a job with no rows: one version, the declared columns.
+        writer = _writer.plan_write(
+            uri=uri,
+            spark_schema=schema,
+            overwrite=False,
+            options=options,
+            app_id=defaults.app_id,
+            nullable_columns=False,
         )
+        writer.commit([])
     run(f"DROP TABLE {stmt.name}")
     # OPTIONS were for creating the Lance table; storage options may hold secrets, which
     # must not be stored in the catalog.
     return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {_q(uri)}")
-
-
-def pa_schema_plain(schema: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.schema([f.remove_metadata() for f in schema])
-
-
-def _match_vector_sizes(sizes: dict[str, int] | Any, names: list[str]) -> dict[str, int]:
-    by_lower = {n.lower(): n for n in names}
-    return {by_lower.get(k.lower(), k): v for k, v in sizes.items()}
 
 
 def _q(value: str) -> str:

@@ -145,8 +145,14 @@ def plan_write(
     overwrite: bool,
     options: WriteOptions,
     app_id: str | None,
+    nullable_columns: bool = True,
 ) -> LanceWriter:
-    """Decide mode, read version and target schema on the driver, before any task runs."""
+    """Decide mode, read version and target schema on the driver, before any task runs.
+
+    ``nullable_columns``: a table created from a DataFrame gets nullable columns, like Spark's
+    file sources (literal and derived columns are non-null in Spark, later appends may not
+    be); ``CREATE TABLE`` with declared columns keeps their NOT NULL.
+    """
     incoming = to_arrow_schema(spark_schema, timezone="UTC")
     incoming = pa.schema([f.remove_metadata() for f in incoming])
     vector_sizes = _vector_sizes(options.vector_sizes, incoming)
@@ -162,14 +168,16 @@ def plan_write(
             _commit.check_can_add_columns(ds, new_columns, uri=uri)
             mode = WriteMode.APPEND_NEW_COLUMNS
         return LanceWriter(uri, mode, int(ds.version), target, options, app_id)
-    # Like Spark's file sources, a table created from a DataFrame gets nullable columns:
-    # literal and derived columns are non-null in Spark but later appends may hold nulls.
-    target = _nullable(_types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes))
+    target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
+    if nullable_columns:
+        target = _nullable(target)
     if exists:
         ds = _dataset.open_latest(uri, storage=storage)
         # An overwrite keeps the table's vector columns as vectors unless told otherwise.
         kept = {**_vector_columns(ds.schema, incoming), **vector_sizes}
-        target = _nullable(_types.arrow_schema_for_new_table(incoming, vector_sizes=kept))
+        target = _types.arrow_schema_for_new_table(incoming, vector_sizes=kept)
+        if nullable_columns:
+            target = _nullable(target)
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
 

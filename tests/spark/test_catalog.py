@@ -84,3 +84,17 @@ def test_statements_on_other_tables_pass_through(spark: SparkSession, table_name
     assert spark.table(table_name).count() == 1
     with pytest.raises(Exception, match="PARSE_SYNTAX_ERROR"):
         spark.sql("SELEC 1")
+
+
+def test_old_version_without_a_later_column_reads_it_as_null(
+    spark: SparkSession, table_uri: str, table_name: str
+) -> None:
+    first = spark.createDataFrame([(1, "a")], "id long, label string")
+    first.write.format("lance").mode("append").save(table_uri)
+    wider = spark.createDataFrame([(2, "b", 0.5)], "id long, label string, score double")
+    wider.write.format("lance").option("mergeSchema", "true").mode("append").save(table_uri)
+    spark.sql(f"CREATE TABLE {table_name} USING lance LOCATION '{table_uri}'")
+    old = spark.sql(f"SELECT * FROM {table_name} WITH ('version' = '1')").collect()
+    assert [tuple(r) for r in old] == [(1, "a", None)]
+    now = spark.sql(f"SELECT * FROM {table_name} ORDER BY id").collect()
+    assert [tuple(r) for r in now] == [(1, "a", None), (2, "b", 0.5)]
