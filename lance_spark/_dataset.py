@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import lance
 
@@ -19,12 +18,9 @@ from lance_spark.errors import TableNotFoundError, VersionNotFoundError
 def table_exists(uri: str, *, storage: Mapping[str, str]) -> bool:
     """True when a Lance table (at least one committed version) exists at ``uri``."""
     try:
-        lance.dataset(uri, storage_options=dict(storage) or None)
-    except ValueError as err:
-        # pylance raises ValueError("Dataset at path ... was not found") for a missing table.
-        if "was not found" in str(err) or "not found" in str(err).lower():
-            return False
-        raise
+        open_latest(uri, storage=storage)
+    except TableNotFoundError:
+        return False
     return True
 
 
@@ -33,6 +29,8 @@ def open_latest(uri: str, *, storage: Mapping[str, str]) -> lance.LanceDataset:
     try:
         return lance.dataset(uri, storage_options=dict(storage) or None)
     except ValueError as err:
+        # pylance has no error class for a missing table: it raises ValueError("Dataset at
+        # path ... was not found"); any other ValueError is not ours to reinterpret.
         if "not found" in str(err).lower():
             raise TableNotFoundError(f"no Lance table at {uri!r}") from None
         raise
@@ -41,6 +39,15 @@ def open_latest(uri: str, *, storage: Mapping[str, str]) -> lance.LanceDataset:
 def open_version(uri: str, version: int, *, storage: Mapping[str, str]) -> lance.LanceDataset:
     """Open a version that the driver has already resolved (used inside tasks)."""
     return lance.dataset(uri, version=version, storage_options=dict(storage) or None)
+
+
+def open_resolved(
+    uri: str, travel: TimeTravel, *, storage: Mapping[str, str]
+) -> lance.LanceDataset:
+    """Open the version ``travel`` designates (the latest when it designates none)."""
+    ds = open_latest(uri, storage=storage)
+    version = resolve_version(ds, travel, uri=uri)
+    return ds if version == ds.version else open_version(uri, version, storage=storage)
 
 
 def resolve_version(ds: lance.LanceDataset, travel: TimeTravel, *, uri: str) -> int:
@@ -109,7 +116,3 @@ def _ranges(numbers: Sequence[int]) -> str:
         if n is not None:
             start = prev = n
     return ", ".join(parts)
-
-
-def storage_or_none(storage: Mapping[str, str]) -> dict[str, Any] | None:
-    return dict(storage) or None

@@ -52,20 +52,14 @@ class LanceDataSource(DataSource):
     def schema(self) -> StructType:
         opts = self._read_options()
         uri = self._require_uri(opts.uri, None)
-        ds = _dataset.open_latest(uri, storage=opts.storage)
-        version = _dataset.resolve_version(ds, opts.time_travel, uri=uri)
-        if version != ds.version:
-            ds = _dataset.open_version(uri, version, storage=opts.storage)
+        ds = _dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
         projection = _reader.table_projection(ds.schema, opts)
         return _reader.spark_schema(ds.schema, projection, uri=uri)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options()
         uri = self._require_uri(opts.uri, schema)
-        ds = _dataset.open_latest(uri, storage=opts.storage)
-        version = _dataset.resolve_version(ds, opts.time_travel, uri=uri)
-        if version != ds.version:
-            ds = _dataset.open_version(uri, version, storage=opts.storage)
+        ds = _dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
         table_schema = ds.schema
         if _reader.uri_from_schema(schema) is None:
             # A user-specified schema (.schema(...)): read those columns, by name.
@@ -80,7 +74,7 @@ class LanceDataSource(DataSource):
                 )
         return _reader.LanceReader(
             uri=uri,
-            version=version,
+            version=int(ds.version),
             table_schema=table_schema,
             projection=projection,
             storage=dict(opts.storage),
