@@ -43,14 +43,15 @@ Lance SQL facts this relies on (pylance 14, checked by ``tests/unit/test_filters
   indexes and in IN lists, so float filters are plain comparisons.
 
 Columns whose Spark value differs from the stored one (see ``_types``): ``timestamp[ms]`` and
-``[s]`` are widened to microseconds; ``timestamp[ns]`` and ``date64`` are truncated toward
-zero (to microseconds, to days; ``conform_read_batch`` casts with ``allow_time_truncate``);
-``uint64`` is ``DECIMAL(20, 0)``; and a decimal literal may have more digits than the column's
-scale. For these "grid" types a literal ``v`` becomes two stored values: ``lo``, the smallest
-one Spark sees as ``>= v``, and ``hi``, the largest one Spark sees as ``<= v``. Then ``> v``
-is ``c > hi``, ``>= v`` is ``c >= lo``, ``< v`` is ``c < lo``, ``<= v`` is ``c <= hi`` and
-``= v`` is ``c = lo`` when ``lo == hi``, else ``c >= lo AND c <= hi`` (an empty range when
-nothing matches: FALSE, or NULL on a NULL row, exactly Spark's answer).
+``[s]`` are widened to microseconds; ``timestamp[ns]`` and ``date64`` are rounded down
+(floored, also before 1970: to microseconds, to days, as ``conform_read_batch`` does, so
+-1 ns is -1 us and -1 ms is 1969-12-31); ``uint64`` is ``DECIMAL(20, 0)``; and a decimal
+literal may have more digits than the column's scale. For these "grid" types a literal ``v``
+becomes two stored values: ``lo``, the smallest one Spark sees as ``>= v``, and ``hi``, the
+largest one Spark sees as ``<= v``. Then ``> v`` is ``c > hi``, ``>= v`` is ``c >= lo``,
+``< v`` is ``c < lo``, ``<= v`` is ``c <= hi`` and ``= v`` is ``c = lo`` when ``lo == hi``,
+else ``c >= lo AND c <= hi`` (an empty range when nothing matches: FALSE, or NULL on a NULL
+row, exactly Spark's answer).
 
 Deliberate rejections (the filter goes back to Spark, nothing is lost but the pushdown):
 
@@ -450,9 +451,9 @@ def _date_literal(dtype: pa.DataType, value: Any) -> _Literal:
         raise _Rejected
     if pa.types.is_date32(dtype):
         return _point(f"DATE '{value.isoformat()}'")
-    # date64 holds milliseconds; Spark sees them truncated to whole days.
+    # date64 holds milliseconds; Spark sees them rounded down to whole days.
     days = (value - _EPOCH.date()).days
-    return _truncated_grid(days, _MILLIS_PER_DAY, lambda n: _int64_cast(n, "Date64"))
+    return _floored_grid(days, _MILLIS_PER_DAY, lambda n: _int64_cast(n, "Date64"))
 
 
 _MILLIS_PER_DAY = 86_400_000
@@ -479,18 +480,16 @@ def _timestamp_literal(dtype: pa.DataType, value: Any) -> _Literal:
         return _int64_cast(n, arrow_type)
 
     if dtype.unit == "ns":  # Spark keeps microseconds
-        return _truncated_grid(micros, 1000, render)
+        return _floored_grid(micros, 1000, render)
     stored = Fraction(micros, _MICROS_PER_UNIT[dtype.unit])
     return _grid(math.ceil(stored), math.floor(stored), render)
 
 
-def _truncated_grid(value: int, factor: int, render: Callable[[int], str | None]) -> _Literal:
-    """Spark sees stored ``n`` as ``trunc(n / factor)``, toward zero (pyarrow's truncating cast,
-    used by ``_types.conform_read_batch``): ``value`` covers the stored values ``lo..hi``."""
-    base = value * factor
-    lo = base if value > 0 else base - (factor - 1)
-    hi = base if value < 0 else base + (factor - 1)
-    return _grid(lo, hi, render)
+def _floored_grid(value: int, factor: int, render: Callable[[int], str | None]) -> _Literal:
+    """Spark sees stored ``n`` as ``floor(n / factor)`` (``_types.conform_read_batch`` rounds
+    down, before 1970 too): ``value`` covers the stored values ``lo..hi``."""
+    lo = value * factor
+    return _grid(lo, lo + factor - 1, render)
 
 
 def _int64_cast(n: int, arrow_type: str) -> str | None:

@@ -21,8 +21,8 @@ Type map (Lance/Arrow -> Spark -> Arrow type of read batches)::
     string / large_string / string_view   StringType            string
     binary / large_binary / binary_view
       / fixed_size_binary                 BinaryType            binary
-    date32 / date64                       DateType              date32
-    timestamp[any unit, tz]               TimestampType         timestamp[us, tz=UTC] (ns truncated)
+    date32 / date64                       DateType              date32 (date64 floored)
+    timestamp[any unit, tz]               TimestampType         timestamp[us, tz=UTC] (ns floored)
     timestamp[any unit]                   TimestampNTZType      timestamp[us]
     time32[s] / [ms], time64[us] / [ns]   TimeType(0/3/6/9)     time64[ns]
     duration[s / ms / us]                 DayTimeIntervalType   duration[us]
@@ -139,6 +139,9 @@ _TIME_PRECISION_KEY = b"SPARK::time::precision"
 #: Extension types read as their storage type (values are exactly the storage values).
 _READABLE_EXTENSIONS = frozenset({"arrow.json", "arrow.uuid"})
 _MAX_SPARK_DECIMAL_PRECISION = 38
+_MILLIS_PER_DAY = 86_400_000
+#: Alignment arrow-rs (Lance) demands of decimal value buffers it imports (that of i128 / i256).
+_DECIMAL_ALIGNMENT = 16
 
 _SIMPLE_TYPES: dict[pa.DataType, DataType] = {
     pa.bool_(): BooleanType(),
@@ -193,8 +196,11 @@ def conform_read_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBat
 
     Returns ``batch`` itself when it already matches; otherwise casts only the columns that
     differ (``fixed_size_list`` -> ``list`` and child renames reuse the value buffers).
-    Sub-microsecond digits of ``timestamp[ns]`` values are truncated (Spark keeps
-    microseconds); any other value Spark cannot hold raises :class:`UnsupportedTypeError`.
+    ``timestamp[ns]`` values are rounded down to whole microseconds (Spark keeps
+    microseconds; flooring, as Spark, ``datetime`` and ``to_pylist()`` do, so that
+    1969-12-31 23:59:59.999999999 reads as 23:59:59.999999, not as 1970-01-01), and
+    ``date64`` values down to whole days, nested ones too; any other value Spark cannot hold
+    raises :class:`UnsupportedTypeError`.
     """
     if batch.schema.equals(target) and all(_map_names_ok(f.type) for f in batch.schema):
         return batch
@@ -267,16 +273,38 @@ def _to_read_array(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
     if _spark_accepts(arr.type, dst):
         return arr
     arr = _without_list_views(arr)
-    # allow_time_truncate: timestamp[ns] -> [us] drops sub-microsecond digits (and date64
-    # values off midnight, which Arrow forbids anyway, lose their time); every other unit
-    # change of the type map is exact, and overflow still raises.
-    options = pc.CastOptions(dst, allow_time_truncate=True)
     try:
-        return pc.cast(arr, options=options)
+        # pyarrow's truncating cast (allow_time_truncate) rounds toward zero, so -1 ns would
+        # read as 0 us: floor timestamp[ns] to [us] and date64 to date32 first (the same
+        # rounding _filters' grid literals assume). Every other unit change of the type map
+        # is exact, so the cast below is a safe one: overflow raises.
+        return pc.cast(_map_arrays(arr, _needs_flooring, _floor_to_spark_unit), dst)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise UnsupportedTypeError(
             f"column {path!r}: cannot convert Arrow {arr.type} values to {dst} for Spark: {e}"
         ) from e
+
+
+def _needs_flooring(t: pa.DataType) -> bool:
+    return bool((pa.types.is_timestamp(t) and t.unit == "ns") or pa.types.is_date64(t))
+
+
+def _floor_to_spark_unit(arr: pa.Array) -> pa.Array:
+    """timestamp[ns] -> timestamp[us] (same zone) and date64 -> date32, rounding down."""
+    t = arr.type
+    if pa.types.is_date64(t):
+        days = _floor_divide(arr.view(pa.int64()), _MILLIS_PER_DAY)
+        return pc.cast(days, pa.int32()).view(pa.date32())  # raises beyond date32's range
+    micros = _floor_divide(arr.view(pa.int64()), 1000)
+    return micros.view(pa.timestamp("us", tz=t.tz))
+
+
+def _floor_divide(values: pa.Array, divisor: int) -> pa.Array:
+    """``values // divisor`` (int64, ``divisor > 0``), nulls kept; pyarrow's divide truncates."""
+    quotient = pc.divide(values, divisor)
+    # |quotient * divisor| <= |value|: no overflow, even for garbage under null slots.
+    below = pc.less(pc.subtract(values, pc.multiply(quotient, divisor)), 0)
+    return pc.subtract(quotient, pc.cast(below, pa.int64()))
 
 
 def _spark_accepts(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -356,7 +384,8 @@ def conform_write_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBa
     Missing nullable columns become nulls. Casts are lossless or raise
     :class:`SchemaMismatchError` naming the column and both types: integers are range
     checked, decimals must keep every digit, vectors must have the table's length, and a
-    non-nullable column must receive no nulls.
+    non-nullable column must receive no nulls. Decimal buffers that are not 16-byte aligned
+    (Spark's only are 8-byte aligned) are copied (Lance cannot import them).
     """
     matches = _match_names(batch.schema.names, target.names, "")
     unknown = [n for n, m in zip(batch.schema.names, matches, strict=True) if m is None]
@@ -373,7 +402,21 @@ def conform_write_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBa
             arrays.append(_missing_column(field, batch.num_rows))
         else:
             arrays.append(_to_write_array(batch.column(i), field, field.name))
+    # Lance (arrow-rs) panics in write_fragments on a decimal value buffer that is not aligned
+    # for i128 / i256 ("Memory pointer from external source (e.g, FFI) is not aligned with the
+    # specified scalar type"); Spark's Arrow batches only align buffers to 8 bytes, and the
+    # casts above may pass child arrays through. Copy those (only those) decimal arrays.
+    arrays = [_map_arrays(a, pa.types.is_decimal, _aligned_decimals) for a in arrays]
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _aligned_decimals(arr: pa.Array) -> pa.Array:
+    """``arr`` (decimal) itself when its value buffer is aligned for Lance, else a copy."""
+    data = arr.buffers()[1]
+    alignment = min(arr.type.byte_width, _DECIMAL_ALIGNMENT)
+    if data is None or data.address % alignment == 0:
+        return arr
+    return pa.concat_arrays([arr])  # fresh buffers from the memory pool (64-byte aligned)
 
 
 def _vector_columns(schema: pa.Schema, vector_sizes: Mapping[str, int]) -> dict[str, int]:
@@ -580,6 +623,11 @@ def _cast_for_write(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
     arr = _without_list_views(arr)
     if pa.types.is_fixed_size_list(dst) and _is_list_like(arr.type):
         _check_list_lengths(arr, dst.list_size, path)
+        if _no_list_values(arr):
+            # Spark gives an all-null array column a values child of length 0 whose data
+            # buffer has address 0, and pyarrow 26's cast list -> fixed_size_list segfaults
+            # on it: there are no values to cast, so build the result without the cast.
+            return _empty_fixed_size_lists(arr, dst)
     aligned = _align_names(arr.type, dst)
     if not _identical(aligned, arr.type):
         arr = arr.view(aligned)  # renames struct children only: same buffers
@@ -593,6 +641,24 @@ def _cast_for_write(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
         raise _mismatch(path, src, dst, str(e)) from e
     _check_half_floats(arr, out, path)
     return out
+
+
+def _no_list_values(arr: pa.Array) -> bool:
+    """True when the values child of list-like ``arr`` is empty (or has no data buffer)."""
+    values = arr.values
+    if len(values) == 0:
+        return True
+    data = values.buffers()[1] if len(values.buffers()) > 1 else None
+    return data is not None and data.address == 0
+
+
+def _empty_fixed_size_lists(arr: pa.Array, dst: pa.DataType) -> pa.Array:
+    """``arr``, whose valid rows are all empty lists (lengths checked), as ``dst`` lists."""
+    if arr.null_count == len(arr):
+        return pa.nulls(len(arr), dst)
+    # Valid rows passed _check_list_lengths, so dst.list_size is 0 here.
+    empty = pa.array([], type=dst.value_type)
+    return pa.FixedSizeListArray.from_arrays(empty, type=dst, mask=arr.is_null())
 
 
 def _check_list_lengths(arr: pa.Array, size: int, path: str) -> None:
@@ -831,6 +897,91 @@ def _without_list_views(arr: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(
         _offsets(arr, pa.int32()), values, type=pa.list_(value), mask=mask
     )
+
+
+def _contains_type(t: pa.DataType, wanted: Callable[[pa.DataType], bool]) -> bool:
+    if wanted(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _contains_type(t.value_type, wanted)
+    if isinstance(t, pa.BaseExtensionType):
+        return _contains_type(t.storage_type, wanted)
+    return any(_contains_type(f.type, wanted) for f in _children(t))
+
+
+def _map_arrays(
+    arr: pa.Array, wanted: Callable[[pa.DataType], bool], fn: Callable[[pa.Array], pa.Array]
+) -> pa.Array:
+    """``arr`` with ``fn`` applied to it or to each nested array whose type is ``wanted``.
+
+    Only the parents of arrays that ``fn`` changed are rebuilt (validity and offsets kept,
+    the other children reused): when ``fn`` returns every array it is given, the result is
+    ``arr`` itself. Goes through structs, lists, large lists, fixed-size lists, maps,
+    dictionaries and extension arrays, not list views (see :func:`_without_list_views`).
+    """
+    t = arr.type
+    if wanted(t):
+        return fn(arr)
+    if not _contains_type(t, wanted):
+        return arr
+    if pa.types.is_dictionary(t):
+        dictionary = arr.dictionary
+        new_dictionary = _map_arrays(dictionary, wanted, fn)
+        if new_dictionary is dictionary:
+            return arr
+        return pa.DictionaryArray.from_arrays(arr.indices, new_dictionary)
+    if isinstance(t, pa.BaseExtensionType):
+        storage = arr.storage
+        new_storage = _map_arrays(storage, wanted, fn)
+        if new_storage is storage:
+            return arr
+        return pa.ExtensionArray.from_storage(t, new_storage)
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(t):
+        children = [arr.field(i) for i in range(t.num_fields)]  # sliced like arr
+        new = [_map_arrays(c, wanted, fn) for c in children]
+        if all(n is c for n, c in zip(new, children, strict=True)):
+            return arr
+        fields = [f.with_type(n.type) for f, n in zip(_children(t), new, strict=True)]
+        return pa.StructArray.from_arrays(new, fields=fields, mask=mask)
+    if pa.types.is_map(t):
+        keys, items = arr.keys, arr.items  # whole children, as the offsets
+        new_keys, new_items = _map_arrays(keys, wanted, fn), _map_arrays(items, wanted, fn)
+        if new_keys is keys and new_items is items:
+            return arr
+        map_type = pa.map_(
+            t.key_field.with_type(new_keys.type),
+            t.item_field.with_type(new_items.type),
+            keys_sorted=t.keys_sorted,
+        )
+        return pa.MapArray.from_arrays(
+            _unsliced(arr.offsets), new_keys, new_items, type=map_type, mask=mask
+        )
+    if pa.types.is_fixed_size_list(t):
+        values = arr.values  # the whole child, ignoring arr's offset
+        new_values = _map_arrays(values, wanted, fn)
+        if new_values is values:
+            return arr
+        size = t.list_size
+        new_values = new_values.slice(arr.offset * size, len(arr) * size)
+        value_type = pa.list_(t.value_field.with_type(new_values.type), size)
+        return pa.FixedSizeListArray.from_arrays(new_values, type=value_type, mask=mask)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        values = arr.values  # the whole child, as the offsets
+        new_values = _map_arrays(values, wanted, fn)
+        if new_values is values:
+            return arr
+        value = t.value_field.with_type(new_values.type)
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        return cls.from_arrays(
+            _unsliced(arr.offsets), new_values, type=_list_type_like(t, value), mask=mask
+        )
+    return arr
+
+
+def _unsliced(offsets: pa.Array) -> pa.Array:
+    """``offsets`` with offset 0 (``from_arrays`` refuses a null mask with sliced offsets)."""
+    return offsets if offsets.offset == 0 else pa.concat_arrays([offsets])
 
 
 def _map_entries(arr: pa.Array) -> pa.StructArray:

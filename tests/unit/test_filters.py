@@ -44,6 +44,7 @@ from pyspark.sql.datasource import (
 )
 
 from lance_spark._filters import UnquotableColumnError, quote_column, translate_filters
+from lance_spark._types import arrow_read_schema, conform_read_batch
 
 SPARK_UTC = ZoneInfo("UTC")  # what pyspark puts on TimestampType literals
 EPOCH = datetime(1970, 1, 1)
@@ -171,17 +172,12 @@ def _pick(rng: random.Random, pool: Sequence[Any], null_rate: float = 0.12) -> l
     return [None if rng.random() < null_rate else rng.choice(pool) for _ in range(N_ROWS)]
 
 
-def _trunc_div(n: int, d: int) -> int:
-    q = abs(n) // d
-    return q if n >= 0 else -q
-
-
 def _timestamp_column(
     rng: random.Random, dtype: pa.TimestampType, stored_pool: list[int]
 ) -> Column:
     stored = _pick(rng, stored_pool)
-    if dtype.unit == "ns":  # Spark gets them truncated toward zero to microseconds
-        spark = [None if n is None else _trunc_div(n, 1000) for n in stored]
+    if dtype.unit == "ns":  # Spark gets them rounded down to microseconds (before 1970 too)
+        spark = [None if n is None else n // 1000 for n in stored]
     else:
         micros_per_unit = {"s": 1_000_000, "ms": 1_000, "us": 1}[dtype.unit]
         spark = [None if n is None else n * micros_per_unit for n in stored]
@@ -273,10 +269,11 @@ def _build_columns(seed: int = 7) -> dict[str, Column]:
     ]
     dates = _pick(rng, date_pool)
     cols["d"] = Column(pa.array(dates, pa.date32()), dates, PLAIN, date_pool)
-    # date64 holds milliseconds; Spark sees them truncated toward zero to days
+    # date64 holds milliseconds; Spark sees them rounded down to days (-1 ms is 1969-12-31)
     day = 86_400_000
-    ms = _pick(rng, [0, day, -day, -1, 1, 19_000 * day + 5, -5 * day - 7, 2_932_896 * day])
-    d64 = [None if n is None else date(1970, 1, 1) + timedelta(_trunc_div(n, day)) for n in ms]
+    ms_before_1970 = [-1, -day - 1, -day, -day + 1, -5 * day - 7, -719_162 * day + 1]  # 0001-01-01
+    ms = _pick(rng, [0, 1, day, 19_000 * day + 5, 2_932_896 * day, *ms_before_1970])
+    d64 = [None if n is None else date(1970, 1, 1) + timedelta(n // day) for n in ms]
     d64_pool = sorted({d for d in d64 if d is not None} | {date(1969, 12, 26), date(2022, 1, 9)})
     cols["d64"] = Column(pa.array(ms, pa.int64()).cast(pa.date64()), d64, PLAIN, d64_pool)
 
@@ -284,6 +281,7 @@ def _build_columns(seed: int = 7) -> dict[str, Column]:
     cols["ts_utc"] = _timestamp_column(rng, pa.timestamp("us", "UTC"), us_pool)
     cols["ts_ntz"] = _timestamp_column(rng, pa.timestamp("us"), us_pool)
     ns_pool = [-1500, -1000, -999, -1, 0, 1, 999, 1000, 1500, 1_704_121_200_000_000_500, I64[1]]
+    ns_pool += [-1001, -2000, -2001, -14_182_939_876_543_211, I64[0] + 1]  # floored, not truncated
     cols["ts_ns"] = _timestamp_column(rng, pa.timestamp("ns", "UTC"), ns_pool)
     ms_pool = [-1, 0, 1, 1_704_121_200_000, 1_704_121_200_001, -62_135_596_800_000]
     cols["ts_ms"] = _timestamp_column(rng, pa.timestamp("ms"), ms_pool)
@@ -552,6 +550,15 @@ def test_any_unicode_string_literal(
             [GreaterThan(("ts_ms",), datetime(1970, 1, 1, 0, 0, 0, 1500))],
             "(`ts_ms` > arrow_cast(1, 'Timestamp(Millisecond, None)'))",
         ),
+        (  # floored: -1 us covers -1000 ns .. -1 ns
+            [EqualTo(("ts_ns",), datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=SPARK_UTC))],
+            "(`ts_ns` >= arrow_cast(-1000, 'Timestamp(Nanosecond, Some(\"UTC\"))') AND "
+            "`ts_ns` <= arrow_cast(-1, 'Timestamp(Nanosecond, Some(\"UTC\"))'))",
+        ),
+        (  # floored: 1969-12-31 covers -86400000 ms .. -1 ms
+            [EqualTo(("d64",), date(1969, 12, 31))],
+            "(`d64` >= arrow_cast(-86400000, 'Date64') AND `d64` <= arrow_cast(-1, 'Date64'))",
+        ),
     ],
 )
 def test_translation_text(filters: list[Filter], expected: str) -> None:
@@ -604,8 +611,11 @@ def test_translation_text(filters: list[Filter], expected: str) -> None:
         EqualTo(("lbin",), b""),
         StringStartsWith(("dict",), "a"),
         EqualTo(("dict",), "a'b"),
-        # date64: milliseconds truncated toward zero to days
+        # date64: milliseconds rounded down to days (-1 ms is 1969-12-31)
         EqualTo(("d64",), date(1969, 12, 31)),
+        EqualTo(("d64",), date(1969, 12, 30)),
+        GreaterThanOrEqual(("d64",), date(1969, 12, 31)),
+        LessThanOrEqual(("d64",), date(1969, 12, 30)),
         EqualTo(("d64",), date(1970, 1, 1)),
         LessThan(("d64",), date(1970, 1, 1)),
         GreaterThan(("d64",), date(1969, 12, 26)),
@@ -638,6 +648,18 @@ def test_semantics(variants: list[Variant], f: Filter) -> None:
     check(variants, [f])
 
 
+@pytest.mark.parametrize("name", ["ts_ns", "d64"])
+def test_the_reference_sees_what_the_reader_gives_spark(name: str) -> None:
+    # The grid literals of ts_ns / d64 assume the reader's rounding (down, before 1970 too):
+    # the reference's view of those columns must be what conform_read_batch hands Spark.
+    batch = TABLE.select([name]).combine_chunks().to_batches()[0]
+    read = conform_read_batch(batch, arrow_read_schema(batch.schema)).column(0).to_pylist()
+    if name == "ts_ns":
+        read = [None if v is None else _micros(v) for v in read]
+    assert read == COLUMNS[name].spark
+    assert any(v is not None and v < (0 if name == "ts_ns" else date(1970, 1, 1)) for v in read)
+
+
 def _at(micros: int, zone: Any = None) -> datetime:
     return (EPOCH + timedelta(microseconds=micros)).replace(tzinfo=zone)
 
@@ -662,8 +684,11 @@ def _at(micros: int, zone: Any = None) -> datetime:
         LessThanOrEqual(("ts_ms",), _at(-1500)),
         in_list(("ts_ms",), [_at(1000), _at(1500), None]),
         GreaterThan(("ts_s_ny",), _at(500_000, SPARK_UTC)),
-        # nanoseconds are truncated toward zero to microseconds: -999 ns is 0 us
+        # nanoseconds are rounded down to microseconds: -999 ns is -1 us, -1001 ns is -2 us
         EqualTo(("ts_ns",), _at(0, SPARK_UTC)),
+        EqualTo(("ts_ns",), _at(-2, SPARK_UTC)),
+        LessThan(("ts_ns",), _at(-1, SPARK_UTC)),
+        GreaterThan(("ts_ns",), _at(-2, SPARK_UTC)),
         EqualTo(("ts_ns",), _at(-1, SPARK_UTC)),
         EqualTo(("ts_ns",), _at(1, SPARK_UTC)),
         GreaterThan(("ts_ns",), _at(0, SPARK_UTC)),

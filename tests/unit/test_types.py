@@ -5,11 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lance import LanceDataset, LanceOperation
+from lance.fragment import write_fragments
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -319,6 +324,116 @@ def test_conform_read_batch_truncates_nanosecond_timestamps_to_microseconds() ->
     batch = _one("t", pa.array([1_000_001_999], pa.timestamp("ns", "UTC")))
     out = conform_read_batch(batch, arrow_read_schema(batch.schema))
     assert out.column(0).cast(pa.int64()).to_pylist() == [1_000_001]
+
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+MS_PER_DAY = 86_400_000
+EPOCH_DAY = dt.date(1970, 1, 1)
+
+
+def _micros(v: dt.datetime) -> int:
+    epoch = dt.datetime(1970, 1, 1, tzinfo=v.tzinfo)
+    return (v - epoch) // dt.timedelta(microseconds=1)
+
+
+def test_conform_read_batch_floors_nanoseconds_and_date64_before_1970() -> None:
+    # Spark, datetime and to_pylist() round down: -1 ns is 23:59:59.999999 on 1969-12-31, not
+    # 1970-01-01 (pyarrow's truncating cast rounds toward zero).
+    ns = pa.array([-1, -1000, -1001, None, 1999, -(86_400 * 10**9) - 1_001], pa.timestamp("ns"))
+    day = MS_PER_DAY
+    d64 = pa.array([-1, -day, -day - 1, None, day - 1, 1], pa.int64()).cast(pa.date64())
+    batch = _batch(ntz=ns, ts=ns.cast(pa.timestamp("ns", "Asia/Tokyo")), d64=d64)
+    out = conform_read_batch(batch, arrow_read_schema(batch.schema))
+    assert out.schema.equals(arrow_read_schema(batch.schema))
+    last = dt.datetime(1969, 12, 31, 23, 59, 59, 999_999)
+    assert out.column("ntz").to_pylist() == [
+        last,
+        last,
+        last - dt.timedelta(microseconds=1),
+        None,
+        dt.datetime(1970, 1, 1, 0, 0, 0, 1),
+        dt.datetime(1969, 12, 30, 23, 59, 59, 999_998),
+    ]
+    assert out.column("ts").to_pylist() == [
+        None if v is None else v.replace(tzinfo=UTC) for v in out.column("ntz").to_pylist()
+    ]
+    assert out.column("d64").to_pylist() == [
+        dt.date(1969, 12, 31),
+        dt.date(1969, 12, 31),
+        dt.date(1969, 12, 30),
+        None,
+        EPOCH_DAY,
+        EPOCH_DAY,
+    ]
+    # what the filter pushdown (and the Spark round-trip test) compare with
+    assert [None if v is None else _micros(v) for v in out.column("ntz").to_pylist()] == [
+        None if v is None else v.value // 1000 for v in ns.to_pylist()
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ns=st.lists(
+        st.one_of(st.none(), st.integers(I64_MIN + 1, I64_MAX), st.integers(-5000, 5000)),
+        min_size=1,
+        max_size=8,
+    ),
+    start=st.integers(0, 2),
+)
+def test_conform_read_batch_floors_nested_nanoseconds_and_date64(
+    ns: list[int | None], start: int
+) -> None:
+    """Nested in lists / structs / maps / fixed-size lists / dictionaries, sliced, with nulls."""
+    ts_type = pa.timestamp("ns", "UTC")
+    ts = pa.array(ns, ts_type)
+    ms = pa.array([None if n is None else n // 10**7 for n in ns], pa.int64()).cast(pa.date64())
+    n = len(ns)
+    mask = pa.array([i % 3 == 1 for i in range(n)])
+    offsets = pa.array([0, *[(i + 1) // 2 for i in range(1, n)], n], pa.int32())
+    columns = {
+        "ts": ts,
+        "list": pa.ListArray.from_arrays(offsets, ts, mask=mask),
+        "large": pa.LargeListArray.from_arrays(offsets.cast(pa.int64()), ts),
+        "struct": pa.StructArray.from_arrays([ts, ms], names=["t", "d"], mask=mask),
+        "map": pa.MapArray.from_arrays(offsets, pa.array([str(i) for i in range(n)]), ts),
+        "fsl": pa.FixedSizeListArray.from_arrays(pa.concat_arrays([ts, ts]), 2),
+        "dict": pa.DictionaryArray.from_arrays(pa.array(range(n), pa.int32()), ms),
+    }
+    first = min(start, n - 1)
+    batch = _batch(**columns).slice(first)
+    target = arrow_read_schema(batch.schema)
+    out = conform_read_batch(batch, target)
+    assert out.schema.equals(target)
+
+    def floored(v: Any, t: pa.DataType) -> Any:
+        """What Spark gets for to_pylist() value ``v`` of type ``t``: rounded down."""
+        if v is None:
+            return None
+        if pa.types.is_timestamp(t):
+            return dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=v.value // 1000)
+        if pa.types.is_date64(t):
+            return v  # to_pylist() floors date64 already (checked in days below)
+        if pa.types.is_dictionary(t):
+            return floored(v, t.value_type)
+        if pa.types.is_struct(t):
+            return {f.name: floored(v[f.name], f.type) for f in t}
+        if pa.types.is_map(t):
+            return [(k, floored(x, t.item_type)) for k, x in v]
+        return [floored(x, t.value_type) for x in v]
+
+    for field in batch.schema:
+        want = [floored(v, field.type) for v in batch.column(field.name).to_pylist()]
+        assert out.column(field.name).to_pylist() == want, field.name
+    micros = pc.cast(out.column("ts"), pa.int64()).to_pylist()
+    assert micros == [None if v is None else v // 1000 for v in ns[first:]]
+    days = pc.cast(out.column("struct").field("d"), pa.int32()).to_pylist()  # parent nulls aside
+    assert days == [None if v is None else v // 10**7 // MS_PER_DAY for v in ns[first:]]
+
+
+def test_conform_read_batch_date64_beyond_spark_dates_fails() -> None:
+    batch = _one("d", pa.array([2**33 * MS_PER_DAY], pa.int64()).cast(pa.date64()))
+    with pytest.raises(UnsupportedTypeError, match="'d'"):
+        conform_read_batch(batch, arrow_read_schema(batch.schema))
 
 
 def test_conform_read_batch_raises_for_values_spark_cannot_hold() -> None:
@@ -793,6 +908,72 @@ def test_conform_write_decimal_back_into_uint64() -> None:
         )
 
 
+def _misaligned_decimals(values: list[decimal.Decimal | None], t: pa.DataType) -> pa.Array:
+    """Decimals whose value buffer starts at an address that is 8 mod 16, as Spark's can (its
+    Arrow buffers are only 8-byte aligned)."""
+    src = pa.array(values, t)
+    size = len(src) * t.byte_width
+    raw = pa.allocate_buffer(size + 16)
+    start = (8 - raw.address) % 16
+    memoryview(raw)[start : start + size] = memoryview(src.buffers()[1])[:size]
+    validity = src.buffers()[0]
+    out = pa.Array.from_buffers(t, len(src), [validity, raw.slice(start, size)], src.null_count)
+    assert out.buffers()[1].address % 16 == 8
+    assert out.to_pylist() == values
+    return out
+
+
+def _decimal_addresses(arr: pa.Array) -> list[int]:
+    """Addresses of the value buffers of the decimal arrays in ``arr``, nested ones too."""
+    t = arr.type
+    if pa.types.is_decimal(t):
+        return [arr.buffers()[1].address]
+    if pa.types.is_struct(t):
+        return [a for i in range(t.num_fields) for a in _decimal_addresses(arr.field(i))]
+    if pa.types.is_map(t):
+        return _decimal_addresses(arr.keys) + _decimal_addresses(arr.items)
+    if pa.types.is_list(t):
+        return _decimal_addresses(arr.values)
+    return []
+
+
+def test_conform_write_realigns_decimals_so_that_lance_can_write_them(tmp_path: Path) -> None:
+    # Lance (arrow-rs) panics in write_fragments on a decimal buffer that is not 16-byte
+    # aligned ("Memory pointer from external source (e.g, FFI) is not aligned").
+    values = [decimal.Decimal("9999999999999999999999999999.9999999999"), None]
+    values += [decimal.Decimal("-1E-10"), decimal.Decimal(0)]
+    dec = _misaligned_decimals(values, pa.decimal128(38, 10))
+    offsets = pa.array([0, 1, 1, 3, 4], pa.int32())
+    mask = pa.array([False, True, False, False])
+    widened = [decimal.Decimal("-12.34"), None, decimal.Decimal("0.01"), decimal.Decimal(0)]
+    batch = _batch(
+        dec=dec,
+        st=pa.StructArray.from_arrays([dec, pa.array(range(4))], names=["d", "i"], mask=mask),
+        lst=pa.ListArray.from_arrays(offsets, dec, mask=mask),
+        m=pa.MapArray.from_arrays(offsets, pa.array(["a", "b", "c", "d"]), dec),
+        cast=_misaligned_decimals(widened, pa.decimal128(10, 2)),  # a cast, not a pass-through
+    )
+    target = batch.schema.set(4, pa.field("cast", pa.decimal128(38, 2)))
+    for first in (0, 1):
+        rows = batch.slice(first)
+        out = conform_write_batch(rows, target)
+        assert out.to_pylist() == rows.to_pylist()
+        assert all(a % 16 == 0 for c in out.columns for a in _decimal_addresses(c))
+        uri = str(tmp_path / f"t{first}")
+        fragments = write_fragments(pa.Table.from_batches([out]), uri)
+        ds = LanceDataset.commit(uri, LanceOperation.Overwrite(out.schema, fragments))
+        assert ds.to_table().to_pylist() == rows.to_pylist()
+
+
+def test_conform_write_copies_only_misaligned_decimals() -> None:
+    aligned = pa.array([decimal.Decimal("1.5"), None], pa.decimal128(10, 2))
+    assert aligned.buffers()[1].address % 16 == 0
+    batch = _batch(a=aligned, s=pa.StructArray.from_arrays([aligned], names=["d"]))
+    out = conform_write_batch(batch, batch.schema)
+    assert _decimal_addresses(out.column("a")) == _decimal_addresses(batch.column("a"))
+    assert _decimal_addresses(out.column("s")) == _decimal_addresses(batch.column("s"))
+
+
 def test_conform_write_double_into_float_fails_even_for_exact_values() -> None:
     with pytest.raises(SchemaMismatchError) as e:
         conform_write_batch(_batch(x=pa.array([1.5])), pa.schema([("x", pa.float32())]))
@@ -837,6 +1018,35 @@ def test_conform_write_vectors_must_have_the_table_length() -> None:
     assert "'vec'" in message
     assert "length 3" in message
     assert "length 2" in message
+
+
+def _all_null_vectors_from_spark(offsets: list[int], nulls: list[bool]) -> pa.Array:
+    """An array<float> column as Spark sends it when no value is set: its values child has
+    length 0 and a data buffer at address 0 (pyarrow 26's cast to fixed_size_list segfaults
+    on it)."""
+    values = pa.Array.from_buffers(pa.float32(), 0, [None, pa.foreign_buffer(0, 0)])
+    offsets_array = pa.array(offsets, pa.int32())
+    t = pa.list_(pa.field("element", pa.float32()))
+    return pa.ListArray.from_arrays(offsets_array, values, type=t, mask=pa.array(nulls))
+
+
+def test_conform_write_all_null_vectors_without_a_values_buffer() -> None:
+    vectors = _all_null_vectors_from_spark([0, 0, 0], [True, True])
+    assert vectors.values.buffers()[1].address == 0
+    target = pa.schema([("s", pa.string()), ("v", pa.list_(pa.float32(), 4))])
+    out = conform_write_batch(_batch(s=pa.array(["a", "b"]), v=vectors), target)
+    assert out.schema.equals(target)
+    assert out.to_pydict() == {"s": ["a", "b"], "v": [None, None]}
+    assert out.column("v").null_count == 2
+    # one empty (not null) list among them: the usual length error
+    with pytest.raises(SchemaMismatchError, match=r"'v'.*length 4.*length 0"):
+        conform_write_batch(
+            _batch(v=_all_null_vectors_from_spark([0, 0, 0], [True, False])), target
+        )
+    # into a non-nullable vector column: the usual null error
+    required = pa.schema([pa.field("v", pa.list_(pa.float32(), 4), nullable=False)])
+    with pytest.raises(SchemaMismatchError, match=r"'v'.*2 null"):
+        conform_write_batch(_batch(v=vectors), required)
 
 
 def test_conform_write_null_into_non_nullable_fails() -> None:
