@@ -779,6 +779,11 @@ class _Retyped:
         return self._type.__arrow_c_schema__(), array
 
 
+def nullable_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every field, nested ones too, nullable (map keys excepted)."""
+    return pa.schema([pa.field(f.name, _relaxed(f.type), nullable=True) for f in schema])
+
+
 def _relaxed(t: pa.DataType) -> pa.DataType:
     """``t`` with every nested field nullable (map keys excepted: Arrow forbids null keys)."""
     if pa.types.is_map(t):

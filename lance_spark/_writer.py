@@ -170,14 +170,14 @@ def plan_write(
         return LanceWriter(uri, mode, int(ds.version), target, options, app_id)
     target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
     if nullable_columns:
-        target = _nullable(target)
+        target = _types.nullable_schema(target)
     if exists:
         ds = _dataset.open_latest(uri, storage=storage)
         # An overwrite keeps the table's vector columns as vectors unless told otherwise.
         kept = {**_vector_columns(ds.schema, incoming), **vector_sizes}
         target = _types.arrow_schema_for_new_table(incoming, vector_sizes=kept)
         if nullable_columns:
-            target = _nullable(target)
+            target = _types.nullable_schema(target)
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
 
@@ -191,25 +191,6 @@ def _vector_columns(table: pa.Schema, incoming: pa.Schema) -> dict[str, int]:
             if pa.types.is_list(arriving) or pa.types.is_large_list(arriving):
                 sizes[f.name] = f.type.list_size
     return sizes
-
-
-def _nullable(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([_nullable_field(f) for f in schema])
-
-
-def _nullable_field(f: pa.Field) -> pa.Field:
-    t = f.type
-    if pa.types.is_struct(t):
-        t = pa.struct([_nullable_field(t.field(i)) for i in range(t.num_fields)])
-    elif pa.types.is_fixed_size_list(t):
-        t = pa.list_(_nullable_field(t.value_field), t.list_size)
-    elif pa.types.is_list(t):
-        t = pa.list_(_nullable_field(t.value_field))
-    elif pa.types.is_large_list(t):
-        t = pa.large_list(_nullable_field(t.value_field))
-    elif pa.types.is_map(t):
-        t = pa.map_(t.key_field, _nullable_field(t.item_field))
-    return pa.field(f.name, t, nullable=True)
 
 
 def _vector_sizes(sizes: Mapping[str, int], incoming: pa.Schema) -> dict[str, int]:
