@@ -24,6 +24,7 @@ from lance_spark.errors import (
     UnsupportedTypeError,
     VersionNotFoundError,
 )
+from lance_spark.table import LanceTable
 
 __all__ = [
     "ColumnNotFoundError",
@@ -31,6 +32,7 @@ __all__ = [
     "InvalidOptionError",
     "LanceDataSource",
     "LanceSparkError",
+    "LanceTable",
     "SchemaMismatchError",
     "TableNotFoundError",
     "UnsupportedTypeError",
