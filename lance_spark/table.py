@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import lance
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -34,7 +34,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lance_spark import _commit
+from lance_spark import _commit, _dml
 from lance_spark._dataset import (
     open_latest,
     open_version,
@@ -252,6 +252,28 @@ class LanceTable:
             t.countRows("label = 'cat'")
         """
         return int(self._open().count_rows(filter))
+
+    # --- row-level changes ----------------------------------------------------------------------
+
+    def delete(self, condition: str | Column | None = None) -> DataFrame:
+        """Delete the rows matching ``condition`` (a SQL string or a Column; None: all rows).
+
+        Runs as a Spark job (each touched fragment's deletion file is written by one task) and
+        commits one new version, or none when no row matches. Returns ``num_affected_rows``.
+
+        Example::
+
+            t.delete("label = 'cat'")
+            t.delete(F.col("age") > 10)
+        """
+        deleted = _dml.delete_where(
+            self._spark,
+            uri=self._uri,
+            storage=self._storage,
+            condition=condition,
+            app_id=self._spark.sparkContext.applicationId,
+        )
+        return self._one_row({"num_affected_rows": deleted}, ("num_affected_rows",))
 
     # --- history and restore ------------------------------------------------------------------
 
