@@ -275,6 +275,33 @@ class LanceTable:
         )
         return self._one_row({"num_affected_rows": deleted}, ("num_affected_rows",))
 
+    def update(
+        self,
+        condition: str | Column | None = None,
+        set: Mapping[str, str | Column] | None = None,
+    ) -> DataFrame:
+        """Set columns of the rows matching ``condition`` (None: every row).
+
+        ``set`` maps a column to a SQL expression string or a Column, evaluated on the old
+        row; other columns keep their values. One Spark job, one new version (none when no
+        row matches). Returns ``num_affected_rows``.
+
+        Example::
+
+            t.update(condition="label = 'Blob'", set={"label": "'Bob'", "age": "age + 2"})
+        """
+        if not set:
+            raise InvalidOptionError("update() needs set={column: expression, ...}")
+        updated = _dml.update_where(
+            self._spark,
+            uri=self._uri,
+            storage=self._storage,
+            condition=condition,
+            assignments=set,
+            app_id=self._spark.sparkContext.applicationId,
+        )
+        return self._one_row({"num_affected_rows": updated}, ("num_affected_rows",))
+
     # --- history and restore ------------------------------------------------------------------
 
     def history(self, limit: int | None = None) -> DataFrame:
