@@ -131,6 +131,9 @@ class LanceReader(DataSourceReader):
     batch_size: int = 8192
     rows_per_partition: int = 1_000_000
     min_partitions: int = 2
+    # Read from the manifest the driver already opened in reader(): partitions() needs only
+    # these three numbers per fragment, not a second open of the dataset.
+    fragments: tuple[FragmentInfo, ...] = ()
     pushed_filter: str | None = None
     output_schema: StructType = field(default_factory=StructType)
 
@@ -151,10 +154,10 @@ class LanceReader(DataSourceReader):
             yield originals[id(r)]
 
     def partitions(self) -> Sequence[InputPartition]:
-        ds = _dataset.open_version(self.uri, self.version, storage=self.storage)
-        infos = [_fragment_info(f.metadata) for f in ds.get_fragments()]
         return plan_partitions(
-            infos, rows_per_partition=self.rows_per_partition, min_partitions=self.min_partitions
+            self.fragments,
+            rows_per_partition=self.rows_per_partition,
+            min_partitions=self.min_partitions,
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -234,6 +237,11 @@ def _to_spark(batch: pa.RecordBatch, projection: Projection, target: pa.Schema) 
         else:
             arrays.append(data.column(f.name))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def fragment_infos(ds: Any) -> tuple[FragmentInfo, ...]:
+    """What the planner needs of each fragment of the opened version."""
+    return tuple(_fragment_info(f.metadata) for f in ds.get_fragments())
 
 
 def _fragment_info(meta: Any) -> FragmentInfo:

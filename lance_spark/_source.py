@@ -82,6 +82,7 @@ class LanceDataSource(DataSource):
             batch_size=opts.batch_size,
             rows_per_partition=opts.rows_per_partition,
             min_partitions=opts.min_partitions or self.defaults.parallelism,
+            fragments=_reader.fragment_infos(ds),
             output_schema=schema,  # Spark checks batches against the schema it passed in
         )
 
