@@ -37,9 +37,10 @@ class WriteMode(Enum):
 
 @dataclass(frozen=True)
 class LanceCommitMessage(WriterCommitMessage):
-    """What one task wrote: fragment metadata as JSON, and row count."""
+    """What one task wrote: fragment metadata as JSON, its data files, row and byte counts."""
 
     fragments: tuple[str, ...]
+    files: tuple[str, ...]  # data file paths relative to data/, for metrics and abort
     num_rows: int
     num_bytes: int
 
@@ -77,7 +78,9 @@ class LanceWriter(DataSourceArrowWriter):
         docs = tuple(json.dumps(f.to_json()) for f in fragments)
         paths = [file.path for f in fragments for file in f.files]
         _files.record_task_files(self.uri, self.job_id, paths, storage=self.options.storage)
-        return LanceCommitMessage(fragments=docs, num_rows=counter.rows, num_bytes=counter.bytes)
+        return LanceCommitMessage(
+            fragments=docs, files=tuple(paths), num_rows=counter.rows, num_bytes=counter.bytes
+        )
 
     # --- driver -----------------------------------------------------------------------------
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
@@ -99,7 +102,7 @@ class LanceWriter(DataSourceArrowWriter):
             operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
             parameters=self._parameters(),
             metrics={
-                "numFiles": sum(len(_files_of(m)) for m in written),
+                "numFiles": sum(len(m.files) for m in written),
                 "numOutputRows": sum(m.num_rows for m in written),
                 "numOutputBytes": sum(m.num_bytes for m in written),
             },
@@ -121,7 +124,7 @@ class LanceWriter(DataSourceArrowWriter):
         _files.finish_job(self.uri, self.job_id, storage=self.options.storage)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in _files_of(m)]
+        known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in m.files]
         _files.abort_job(self.uri, self.job_id, known, storage=self.options.storage)
 
     def _parameters(self) -> dict[str, str]:
@@ -206,10 +209,6 @@ def _vector_sizes(sizes: Mapping[str, int], incoming: pa.Schema) -> dict[str, in
             )
         out[name] = size
     return out
-
-
-def _files_of(message: LanceCommitMessage) -> list[str]:
-    return [f["path"] for doc in message.fragments for f in json.loads(doc)["files"]]
 
 
 class _Counter:

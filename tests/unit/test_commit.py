@@ -91,6 +91,4 @@ def test_lost_race_is_a_conflict_naming_versions_and_leaves_table_and_files(
 
 
 def _paths(message: LanceCommitMessage) -> list[str]:
-    import json
-
-    return [f["path"] for doc in message.fragments for f in json.loads(doc)["files"]]
+    return list(message.files)
