@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrameReader, SparkSession
 
 from lance_spark import _sql
-from lance_spark._source import LanceDataSource, SessionDefaults
+from lance_spark._options import STORAGE_PREFIX
+from lance_spark._source import FORMAT_NAME, LanceDataSource, SessionDefaults
 
 STORAGE_CONF_PREFIX = "spark.lance.storage."
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -38,6 +40,14 @@ def register(spark: SparkSession) -> None:
     source = type("LanceDataSource", (LanceDataSource,), {"defaults": defaults})
     spark.dataSource.register(source)
     _sql.install(spark, defaults)
+
+
+def lance_reader(spark: SparkSession, storage: Mapping[str, str]) -> DataFrameReader:
+    """``spark.read.format("lance")`` with ``storage`` as ``storage.<key>`` options."""
+    reader = spark.read.format(FORMAT_NAME)
+    for key, value in storage.items():
+        reader = reader.option(f"{STORAGE_PREFIX}{key}", value)
+    return reader
 
 
 def _storage_conf(spark: SparkSession) -> dict[str, str]:

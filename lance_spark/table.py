@@ -42,7 +42,7 @@ from lance_spark._dataset import (
     version_timestamps,
 )
 from lance_spark._options import TimeTravel, parse_timestamp
-from lance_spark._session import _storage_conf
+from lance_spark._session import _storage_conf, lance_reader
 from lance_spark._source import FORMAT_NAME, _normalise_uri
 from lance_spark.errors import (
     ColumnNotFoundError,
@@ -231,9 +231,7 @@ class LanceTable:
             t.toDF(timestamp="2030-01-01T00:00:00Z")
             t.toDF(tag="train-v1")
         """
-        reader = self._spark.read.format(FORMAT_NAME)
-        for key, value in self._storage.items():
-            reader = reader.option(f"storage.{key}", value)
+        reader = lance_reader(self._spark, self._storage)
         if version is not None:
             reader = reader.option("version", str(version))
         if timestamp is not None:
