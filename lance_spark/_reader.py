@@ -169,6 +169,8 @@ class LanceReader(DataSourceReader):
         # Spark checks each batch against exactly this schema (nullability and list field
         # names included), so it is derived from the declared Spark schema itself.
         target = to_arrow_schema(self.output_schema, timezone="UTC")
+        # The projected columns' part of it, the target of the type conversion.
+        converted = pa.schema([target.field(n) for n in self.projection.spark_names])
         predicate = _and(self.user_filter, self.pushed_filter)
         meta = self.projection.metadata_columns
         for batch in _scan(
@@ -179,7 +181,7 @@ class LanceReader(DataSourceReader):
             meta,
             self.batch_size,
         ):
-            yield _to_spark(batch, self.projection, target)
+            yield _to_spark(batch, self.projection, converted, target)
 
 
 def _scan(
@@ -212,7 +214,9 @@ def _scan(
         yield from scanner.to_batches()
 
 
-def _to_spark(batch: pa.RecordBatch, projection: Projection, target: pa.Schema) -> pa.RecordBatch:
+def _to_spark(
+    batch: pa.RecordBatch, projection: Projection, converted: pa.Schema, target: pa.Schema
+) -> pa.RecordBatch:
     """Rename, convert and order a scanned batch into exactly the schema Spark expects."""
     names = projection.spark_names
     data = pa.RecordBatch.from_arrays(
@@ -224,7 +228,7 @@ def _to_spark(batch: pa.RecordBatch, projection: Projection, target: pa.Schema) 
             ]
         ),
     )
-    data = _types.conform_read_batch(data, pa.schema([target.field(n) for n in names]))
+    data = _types.conform_read_batch(data, converted)
     arrays: list[pa.Array] = []
     for f in target:
         if f.name in projection.metadata_columns:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from lance_spark import _dataset, _reader, _writer
 from lance_spark._options import ReadOptions, parse_read_options, parse_write_options
@@ -114,8 +114,6 @@ class LanceDataSource(DataSource):
 
 def _strip(schema: StructType) -> StructType:
     """The schema without the connector's field metadata."""
-    from pyspark.sql.types import StructField
-
     return StructType([StructField(f.name, f.dataType, f.nullable) for f in schema.fields])
 
 
