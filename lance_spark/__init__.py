@@ -12,9 +12,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from lance_spark._merge import LanceMergeBuilder
 from lance_spark._session import register
 from lance_spark._source import LanceDataSource
 from lance_spark.errors import (
+    CardinalityViolationError,
     ColumnNotFoundError,
     CommitConflictError,
     InvalidOptionError,
@@ -27,10 +29,12 @@ from lance_spark.errors import (
 from lance_spark.table import LanceTable
 
 __all__ = [
+    "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",
     "InvalidOptionError",
     "LanceDataSource",
+    "LanceMergeBuilder",
     "LanceSparkError",
     "LanceTable",
     "SchemaMismatchError",

@@ -80,7 +80,8 @@ def commit(
             f"{info.operation} on the Lance table at {uri!r} started from version "
             f"{read_version} but version {latest} was committed meanwhile by another writer, "
             f"and Lance cannot rebase this change onto it ({_first_line(err)}). "
-            "Nothing was committed; run the job again."
+            "Nothing was committed; run the job again.",
+            retryable=bool(getattr(err, "retryable", False)),
         ) from err
     return int(ds.version)
 
@@ -128,7 +129,9 @@ def add_columns_op(
     next_id = max((f.id for f in existing), default=-1) + 1
     for offset, fragment in enumerate(new_fragments):
         fragment.id = next_id + offset
-    return lance.LanceOperation.Merge([*existing, *new_fragments], schema)
+    from lance.schema import LanceSchema
+
+    return lance.LanceOperation.Merge([*existing, *new_fragments], LanceSchema.from_pyarrow(schema))
 
 
 def _latest_version(uri: str, storage: Mapping[str, str]) -> int | str:

@@ -1,65 +1,127 @@
 """Row-level changes as Spark jobs committed as one Lance transaction (design.md section 3).
 
-The target is read at a pinned version with ``_rowaddr``; Spark evaluates the condition (and,
-for UPDATE, the new values). The change rows are hash-partitioned by fragment so that each
-touched fragment's deletion file is written by exactly one task; for UPDATE the same task
-streams the rewritten rows into new fragment files. The driver collects one small row per
-touched or written fragment and commits ONE transaction (``Delete`` or ``Update``) on the
-pinned version. Untouched fragments are not rewritten, and nothing of the table is collected
-to the driver.
+DELETE, UPDATE and MERGE all come down to one DataFrame of *change rows*: each names a
+target row by its address (fragment id, offset; null for an inserted row), says what happens
+to it (``_KIND``), and, for rows that are written, carries the new values. Spark computes that
+DataFrame (conditions, joins, clause logic) from the table read at a pinned version with
+``_rowaddr`` and ``_rowid``. The rows are hash-partitioned by fragment, so each touched
+fragment's deletion file is written by exactly one task; the same task streams the rows to
+write into new fragment files. The driver collects one small row per written file and commits
+ONE transaction on the pinned version. Untouched fragments are not rewritten, nothing of the
+table is collected to the driver, and a commit Lance calls retryable is redone from the start
+on the newer version (at most ``MAX_ATTEMPTS`` times).
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import uuid
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lance
 import pyarrow as pa
-from lance.fragment import FragmentMetadata, write_fragments
+import pyarrow.compute as pc
+from lance.fragment import FragmentMetadata, RowIdSequence, write_fragments
+from lance.schema import LanceSchema
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
 
 from lance_spark import _commit, _dataset, _files, _session, _types
-from lance_spark.errors import ColumnNotFoundError, CommitConflictError, InvalidOptionError
+from lance_spark.errors import (
+    CardinalityViolationError,
+    ColumnNotFoundError,
+    CommitConflictError,
+    InvalidOptionError,
+)
 
+MAX_ATTEMPTS = 3
 _OFFSET_MASK = 0xFFFFFFFF
-# Columns the change rows carry besides the table's own (all start with "__lance_spark").
-_FRAG = "__lance_spark_fragment_id"
-_OFFSET = "__lance_spark_offset"
+
+# What a change row does to the table.
+KIND_UPDATE = "update"  # delete the target row, write the row's values
+KIND_DELETE = "delete"  # delete the target row
+KIND_INSERT = "insert"  # write the row's values
+KIND_MATCHED = "matched"  # a matched target row no clause acts on: only counted (cardinality)
+
+# Columns of a change row besides the table's own (all start with "__lance_spark").
+FRAG = "__lance_spark_fragment_id"
+OFFSET = "__lance_spark_offset"
+ROW_ID = "__lance_spark_row_id"
+KIND = "__lance_spark_kind"
+_ADDRESS = (FRAG, OFFSET, ROW_ID, KIND)
+
 _RESULT_ARROW = pa.schema(
     [
-        ("kind", pa.string()),  # "new": a fragment written; "deleted": a deletion file written
+        # "new": a fragment written; "deleted": a deletion file written; "metric": a count
+        # (name in `detail`); "violation": a target row matched twice (offset in `rows`)
+        ("kind", pa.string()),
         ("fragment_id", pa.int64()),
-        ("fragment", pa.string()),  # FragmentMetadata JSON; None: no row of it is left
+        ("detail", pa.string()),  # FragmentMetadata JSON (None: no row left), or metric name
         ("rows", pa.int64()),
     ]
 )
-_RESULT_SCHEMA = "kind string, fragment_id long, fragment string, rows long"
+_RESULT_SCHEMA = "kind string, fragment_id long, detail string, rows long"
 
 
 @dataclass(frozen=True)
-class _Target:
-    """The table pinned at one version, read with ``_rowaddr``, and the rows to change."""
+class Pinned:
+    """The table at one version, read with ``_rowaddr`` and ``_rowid``."""
 
+    uri: str
     version: int
     schema: pa.Schema
     rows: DataFrame
-    matched: DataFrame
-    predicate: str
+    stable_row_ids: bool
+
+    def address(self) -> list[Column]:
+        """The change-row address columns of a row of ``rows`` (null when it is absent)."""
+        addr = self.rows["_rowaddr"]
+        return [
+            F.shiftrightunsigned(addr, 32).alias(FRAG),
+            addr.bitwiseAND(F.lit(_OFFSET_MASK)).alias(OFFSET),
+            self.rows["_rowid"].alias(ROW_ID),
+        ]
 
 
 @dataclass(frozen=True)
-class _Changes:
-    """What the tasks of one change job wrote."""
+class ChangePlan:
+    """What a statement changes, as Spark computes it from a :class:`Pinned` table."""
 
-    changed_rows: int
+    rows: DataFrame  # FRAG, OFFSET, ROW_ID, KIND and, if write_schema, its columns
+    write_schema: pa.Schema | None  # None: the statement only deletes
+    check_cardinality: bool
+    operation: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    predicate: str = "true"
+
+
+@dataclass(frozen=True)
+class ChangeCounts:
+    """The rows a statement changed, and the version it committed (None: nothing to do)."""
+
+    version: int | None
+    updated: int
+    deleted: int
+    inserted: int
+    touched_fragments: int = 0
+    written_fragments: int = 0
+
+    @property
+    def affected(self) -> int:
+        return self.updated + self.deleted + self.inserted
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    counts: Counter[str]
     updated: list[FragmentMetadata]  # fragments with a new deletion file
     removed: list[int]  # fragments of which no row is left
-    new: list[FragmentMetadata]  # fragments holding rewritten rows
+    new: list[FragmentMetadata]  # fragments holding written rows
+    violations: list[tuple[int, int]]  # (fragment id, offset) of target rows matched twice
 
 
 def delete_where(
@@ -71,27 +133,19 @@ def delete_where(
     app_id: str | None,
 ) -> int:
     """Delete the rows matching ``condition`` (all rows when None); returns how many."""
-    target = _pin(spark, uri, storage, condition)
-    changes = _run(target.matched.select(*_address_columns()), uri, target, storage, None)
-    if changes.changed_rows == 0:
-        return 0  # nothing matched: no new version
-    _commit.commit(
-        uri,
-        lance.LanceOperation.Delete(changes.updated, changes.removed, target.predicate),
-        read_version=target.version,
-        info=_commit.CommitInfo(
+
+    def plan(target: Pinned) -> ChangePlan:
+        rows, predicate = _matching(target, condition)
+        return ChangePlan(
+            rows=rows.select(*target.address(), F.lit(KIND_DELETE).alias(KIND)),
+            write_schema=None,
+            check_cardinality=False,
             operation="DELETE",
-            parameters={"predicate": target.predicate},
-            metrics={
-                "numDeletedRows": changes.changed_rows,
-                "numTouchedFragments": len(changes.updated) + len(changes.removed),
-                "numRemovedFragments": len(changes.removed),
-            },
-            app_id=app_id,
-        ),
-        storage=storage,
-    )
-    return changes.changed_rows
+            parameters={"predicate": predicate},
+            predicate=predicate,
+        )
+
+    return run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan).deleted
 
 
 def update_where(
@@ -104,99 +158,248 @@ def update_where(
     app_id: str | None,
 ) -> int:
     """Set ``assignments`` (column -> SQL expression or Column) on the matching rows."""
-    target = _pin(spark, uri, storage, condition)
-    table = target.schema
-    unknown = sorted(set(assignments) - set(table.names))
-    if unknown:
-        raise ColumnNotFoundError(
-            f"UPDATE sets column {unknown[0]!r}, which the Lance table at {uri!r} does not "
-            f"have; columns: {', '.join(table.names)}"
+
+    def plan(target: Pinned) -> ChangePlan:
+        names = target.schema.names
+        unknown = sorted(set(assignments) - set(names))
+        if unknown:
+            raise ColumnNotFoundError(
+                f"UPDATE sets column {unknown[0]!r}, which the Lance table at {uri!r} does not "
+                f"have; columns: {', '.join(names)}"
+            )
+        rows, predicate = _matching(target, condition)
+        types = {f.name: f.dataType for f in target.rows.schema.fields}
+        values = [
+            check_deterministic(rows, as_column(assignments[name]), f"SET {name}")
+            .cast(types[name])
+            .alias(name)
+            if name in assignments
+            else F.col(f"`{name}`")
+            for name in names
+        ]
+        return ChangePlan(
+            rows=rows.select(*target.address(), F.lit(KIND_UPDATE).alias(KIND), *values),
+            write_schema=target.schema,
+            check_cardinality=False,
+            operation="UPDATE",
+            parameters={"predicate": predicate, "set": ", ".join(sorted(assignments))},
+            predicate=predicate,
         )
-    types = {f.name: f.dataType for f in target.rows.schema.fields}
-    values = [
-        _as_column(assignments[name]).cast(types[name]).alias(name)
-        if name in assignments
-        else F.col(f"`{name}`")
-        for name in table.names
-    ]
-    changes = _run(target.matched.select(*_address_columns(), *values), uri, target, storage, table)
-    if changes.changed_rows == 0:
-        return 0
-    operation = lance.LanceOperation.Update(
-        removed_fragment_ids=changes.removed,
-        updated_fragments=changes.updated,
-        new_fragments=changes.new,
-    )
-    info = _commit.CommitInfo(
-        operation="UPDATE",
-        parameters={"predicate": target.predicate, "set": ", ".join(sorted(assignments))},
-        metrics={"numUpdatedRows": changes.changed_rows},
-        app_id=app_id,
-    )
-    try:
-        _commit.commit(uri, operation, read_version=target.version, info=info, storage=storage)
-    except CommitConflictError:
-        _files.delete_files(_data_uris(uri, changes.new), storage=storage)
-        raise
-    return changes.changed_rows
+
+    return run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan).updated
+
+
+def run(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    app_id: str | None,
+    plan: Callable[[Pinned], ChangePlan],
+) -> ChangeCounts:
+    """Pin, plan, run one job and commit one transaction; redo it all on a retryable
+    conflict (at most ``MAX_ATTEMPTS`` times). Nothing is committed on any failure."""
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        target = pin(spark, uri, storage)
+        change = plan(target)
+        job_id = uuid.uuid4().hex
+        done = False
+        try:
+            outcome = _execute(change, target, storage, job_id)
+            if outcome.violations:
+                raise _cardinality_error(target, outcome.violations[0], storage)
+            counts = _counts(outcome, None)
+            if counts.affected == 0 and not outcome.new:
+                done = True
+                return counts  # nothing matched: no new version
+            try:
+                version = _commit_changes(change, target, outcome, counts, storage, app_id)
+            except CommitConflictError as err:
+                if err.retryable and attempt < MAX_ATTEMPTS:
+                    continue  # the finally below removes this attempt's files
+                raise CommitConflictError(
+                    f"{err} (gave up after {attempt} attempt(s))", retryable=err.retryable
+                ) from err
+            done = True
+            return _counts(outcome, version)
+        finally:
+            if done:
+                _files.finish_job(uri, job_id, storage=storage)
+            else:
+                _files.abort_job(uri, job_id, [], storage=storage)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 # --- the driver side ----------------------------------------------------------------------------
 
 
-def _pin(
-    spark: SparkSession, uri: str, storage: Mapping[str, str], condition: str | Column | None
-) -> _Target:
+def pin(spark: SparkSession, uri: str, storage: Mapping[str, str]) -> Pinned:
+    """The latest version of the table, read with its row addresses and row ids."""
     ds = _dataset.open_latest(uri, storage=storage)
     version = int(ds.version)
     rows = (
         _session.lance_reader(spark, storage)
         .option("version", version)
-        .option("metadata_columns", "_rowaddr")
+        .option("metadata_columns", "_rowaddr,_rowid")
         .load(uri)
     )
+    return Pinned(uri, version, ds.schema, rows, bool(ds.has_stable_row_ids))
+
+
+def _matching(target: Pinned, condition: str | Column | None) -> tuple[DataFrame, str]:
     if condition is None:
-        return _Target(version, ds.schema, rows, rows, "true")
-    column, predicate = _checked(rows, condition)
-    return _Target(version, ds.schema, rows, rows.filter(column), predicate)
+        return target.rows, "true"
+    column = check_deterministic(target.rows, as_column(condition), "the condition")
+    return target.rows.filter(column), condition_text(target.rows, condition)
 
 
-def _checked(target: DataFrame, condition: str | Column) -> tuple[Column, str]:
-    """The condition as a Column and as SQL text; rejects non-deterministic conditions."""
-    column = _as_column(condition)
-    resolved = target.filter(column)._jdf.queryExecution().analyzed().condition()
-    text = condition if isinstance(condition, str) else str(resolved.sql())
+def check_deterministic(frame: DataFrame, column: Column, what: str) -> Column:
+    """``column`` resolved against ``frame``; rejects a non-deterministic expression."""
+    resolved = frame.select(column)._jdf.queryExecution().analyzed().projectList().head()
     if not bool(resolved.deterministic()):
         raise InvalidOptionError(
-            f"the condition {text!r} is not deterministic (for example rand() or uuid()): "
+            f"{what} ({resolved.sql()}) is not deterministic (for example rand() or uuid()): "
             "a row-level change must select the same rows however often it is evaluated"
         )
-    return column, text
+    return column
 
 
-def _address_columns() -> list[Column]:
-    return [
-        F.shiftrightunsigned("_rowaddr", 32).alias(_FRAG),
-        F.col("_rowaddr").bitwiseAND(F.lit(_OFFSET_MASK)).alias(_OFFSET),
+def condition_text(frame: DataFrame, condition: str | Column) -> str:
+    if isinstance(condition, str):
+        return condition
+    return str(frame.filter(condition)._jdf.queryExecution().analyzed().condition().sql())
+
+
+def as_column(value: str | Column) -> Column:
+    return F.expr(value) if isinstance(value, str) else value
+
+
+def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job: str) -> _Outcome:
+    rows = change.rows
+    hashable = [
+        F.col(f"`{f.name}`")
+        for f in rows.schema.fields
+        if f.name not in _ADDRESS and not isinstance(f.dataType, MapType)  # maps cannot hash
     ]
-
-
-def _run(
-    changes: DataFrame,
-    uri: str,
-    target: _Target,
-    storage: Mapping[str, str],
-    table: pa.Schema | None,
-) -> _Changes:
-    """One job over the change rows; ``table`` None: delete only, else also rewrite them."""
-    task = _change_task(uri, target.version, table, dict(storage))
-    results = changes.repartition(_FRAG).mapInArrow(task, _RESULT_SCHEMA).collect()
+    buckets = max(1, int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200"))
+    # Rows of one fragment meet in one task (one deletion file per fragment); inserted rows
+    # (no fragment) are spread over negative keys so no single task writes them all.
+    key = F.coalesce(
+        F.col(FRAG),
+        F.lit(-1) - F.pmod(F.hash(*hashable) if hashable else F.lit(0), F.lit(buckets)),
+    )
+    evolved = change.write_schema is not None and change.write_schema != target.schema
+    task = _change_task(
+        target.uri,
+        target.version,
+        change.write_schema,
+        evolved,
+        target.stable_row_ids,
+        change.check_cardinality,
+        job,
+        dict(storage),
+    )
+    # Rewritten rows first, inserted rows last: a fragment's carried-over row ids must bind
+    # to its leading rows (lance.fragment.RowIdSequence).
+    ordered = rows.repartition(key).sortWithinPartitions(F.col(KIND) == F.lit(KIND_INSERT))
+    results = ordered.mapInArrow(task, _RESULT_SCHEMA).collect()
+    counts: Counter[str] = Counter()
+    for r in results:
+        if r.kind == "metric":
+            counts[str(r.detail)] += int(r.rows)
     deleted = [r for r in results if r.kind == "deleted"]
-    return _Changes(
-        changed_rows=sum(int(r.rows) for r in deleted),
-        updated=[FragmentMetadata.from_json(r.fragment) for r in deleted if r.fragment],
-        removed=[int(r.fragment_id) for r in deleted if not r.fragment],
-        new=[FragmentMetadata.from_json(r.fragment) for r in results if r.kind == "new"],
+    return _Outcome(
+        counts=counts,
+        updated=[FragmentMetadata.from_json(r.detail) for r in deleted if r.detail],
+        removed=[int(r.fragment_id) for r in deleted if not r.detail],
+        new=[FragmentMetadata.from_json(r.detail) for r in results if r.kind == "new"],
+        violations=[(int(r.fragment_id), int(r.rows)) for r in results if r.kind == "violation"],
+    )
+
+
+def _counts(outcome: _Outcome, version: int | None) -> ChangeCounts:
+    return ChangeCounts(
+        version=version,
+        updated=outcome.counts[KIND_UPDATE],
+        deleted=outcome.counts[KIND_DELETE],
+        inserted=outcome.counts[KIND_INSERT],
+        touched_fragments=len(outcome.updated) + len(outcome.removed),
+        written_fragments=len(outcome.new),
+    )
+
+
+def _commit_changes(
+    change: ChangePlan,
+    target: Pinned,
+    outcome: _Outcome,
+    counts: ChangeCounts,
+    storage: Mapping[str, str],
+    app_id: str | None,
+) -> int:
+    metrics = {
+        "numUpdatedRows": counts.updated,
+        "numDeletedRows": counts.deleted,
+        "numInsertedRows": counts.inserted,
+        "numTouchedFragments": counts.touched_fragments,
+        "numRemovedFragments": len(outcome.removed),
+        "numAddedFragments": counts.written_fragments,
+    }
+    evolved = change.write_schema is not None and change.write_schema != target.schema
+    operation: lance.LanceOperation.BaseOperation
+    if evolved and change.write_schema is not None:
+        operation = _merge_op(target, outcome, change.write_schema, storage)
+    elif not outcome.new:
+        operation = lance.LanceOperation.Delete(outcome.updated, outcome.removed, change.predicate)
+    else:
+        operation = lance.LanceOperation.Update(
+            removed_fragment_ids=outcome.removed,
+            updated_fragments=outcome.updated,
+            new_fragments=outcome.new,
+        )
+    info = _commit.CommitInfo(
+        operation=change.operation,
+        parameters=change.parameters,
+        metrics=metrics,
+        app_id=app_id,
+    )
+    return _commit.commit(
+        target.uri, operation, read_version=target.version, info=info, storage=storage
+    )
+
+
+def _merge_op(
+    target: Pinned, outcome: _Outcome, schema: pa.Schema, storage: Mapping[str, str]
+) -> lance.LanceOperation.BaseOperation:
+    """Columns were added (MERGE with schema evolution): Lance's ``Update`` cannot change the
+    schema, so commit ONE ``Merge`` listing every fragment (touched ones with their new
+    deletion files) under the widened schema. ``Merge`` assigns new row ids to the written
+    fragments: it rejects carried-over ones."""
+    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    replaced = {f.id: f for f in outcome.updated}
+    gone = set(outcome.removed)
+    kept = [replaced.get(f.fragment_id, f.metadata) for f in ds.get_fragments()]
+    fragments = [f for f in kept if f.id not in gone]
+    next_id = max((f.fragment_id for f in ds.get_fragments()), default=-1) + 1
+    for offset, fragment in enumerate(outcome.new):
+        fragment.id = next_id + offset
+        fragment.row_id_meta = None
+    return lance.LanceOperation.Merge([*fragments, *outcome.new], LanceSchema.from_pyarrow(schema))
+
+
+def _cardinality_error(
+    target: Pinned, violation: tuple[int, int], storage: Mapping[str, str]
+) -> CardinalityViolationError:
+    fragment_id, offset = violation
+    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    row = _fragment(ds, fragment_id, target.uri, target.version).take([offset]).to_pylist()
+    shown = json.dumps(row[0], default=str)[:300] if row else "?"
+    return CardinalityViolationError(
+        "[MERGE_CARDINALITY_VIOLATION] The ON search condition of the MERGE statement matched "
+        "a single row from the target table with multiple rows of the source table. This "
+        "could result in the target row being operated on more than once with an update or "
+        "delete operation and is not allowed. Target row "
+        f"{shown} (fragment {fragment_id}, offset {offset}, version {target.version} of "
+        f"{target.uri!r}). Nothing was committed."
     )
 
 
@@ -204,46 +407,121 @@ def _run(
 
 
 def _change_task(
-    uri: str, version: int, table: pa.Schema | None, storage: dict[str, str]
+    uri: str,
+    version: int,
+    write_schema: pa.Schema | None,
+    evolved: bool,
+    stable_row_ids: bool,
+    check_cardinality: bool,
+    job_id: str,
+    storage: dict[str, str],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Each task: stream its rows' new values (if any) into fragment files, then write one
-    deletion file per fragment it holds (all rows of a fragment are in one task)."""
+    """Each task streams the rows to write (updated first, then inserted) into fragment
+    files, then writes one deletion file per target fragment it holds (all of a fragment's
+    change rows are in one task) and records every file it wrote for an abort."""
+    written_kinds = pa.array([KIND_UPDATE, KIND_INSERT])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        offsets: dict[int, list[int]] = defaultdict(list)
+        deletes: dict[int, set[int]] = defaultdict(set)
+        updates: dict[int, list[int]] = defaultdict(list)
+        matched: dict[int, list[int]] = defaultdict(list)  # every matched row, for cardinality
+        carried_ids: list[int] = []  # row ids of the updated rows, in written order
+        counts: Counter[str] = Counter()
 
-        def collect(batch: pa.RecordBatch) -> pa.RecordBatch:
-            for fragment_id, offset in zip(
-                batch.column(_FRAG).to_pylist(), batch.column(_OFFSET).to_pylist(), strict=True
-            ):
-                offsets[int(fragment_id)].append(int(offset))
-            return batch.drop_columns([_FRAG, _OFFSET])
+        def note(batch: pa.RecordBatch) -> None:
+            columns = (batch.column(n).to_pylist() for n in (KIND, FRAG, OFFSET, ROW_ID))
+            for kind, fragment_id, offset, row_id in zip(*columns, strict=True):
+                counts[kind] += 1
+                if kind == KIND_INSERT:
+                    continue
+                matched[fragment_id].append(offset)
+                if kind == KIND_UPDATE:
+                    updates[fragment_id].append(offset)
+                    carried_ids.append(row_id)
+                elif kind == KIND_DELETE:
+                    deletes[fragment_id].add(offset)
+
+        def to_write(
+            batches: Iterator[pa.RecordBatch], schema: pa.Schema
+        ) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                note(batch)
+                kept = batch.filter(pc.is_in(batch.column(KIND), value_set=written_kinds))
+                if kept.num_rows:
+                    yield _types.conform_write_batch(kept.drop_columns(list(_ADDRESS)), schema)
 
         out: dict[str, list[Any]] = {name: [] for name in _RESULT_ARROW.names}
-        if table is None:
+        new: list[FragmentMetadata] = []
+        if write_schema is None:
             for batch in batches:
-                collect(batch)
+                note(batch)
         else:
-            rows = (_types.conform_write_batch(collect(b), table) for b in batches)
-            for new in write_fragments(
-                pa.RecordBatchReader.from_batches(table, rows),
+            new = write_fragments(
+                pa.RecordBatchReader.from_batches(write_schema, to_write(batches, write_schema)),
                 uri,
-                schema=table,
+                schema=write_schema,
+                # "append" checks the schema against the table's, which lacks added columns.
+                mode="overwrite" if evolved else "append",
                 storage_options=storage or None,
-            ):
-                _append(out, "new", None, _to_json(new), int(new.physical_rows))
-        if offsets:
+            )
+        other_files: list[str] = []
+        violations = _violations(matched) if check_cardinality else []
+        if stable_row_ids and not violations:
+            _carry_row_ids(new, carried_ids)
+        if violations:
+            for fragment_id, offset in violations[:1]:
+                _append(out, "violation", fragment_id, None, offset)
+        elif deletes or updates:
             ds = _dataset.open_version(uri, version, storage=storage)
-            for fragment_id, rows_of_fragment in sorted(offsets.items()):
+            for fragment_id in sorted(set(deletes) | set(updates)):
+                offsets = sorted(deletes[fragment_id].union(updates[fragment_id]))
                 # delete_rows writes the deletion file and returns the fragment's new
                 # metadata, or None when no row of the fragment is left.
-                new = _fragment(ds, fragment_id, uri, version).delete_rows(rows_of_fragment)
-                doc = None if new is None else _to_json(new)
-                _append(out, "deleted", fragment_id, doc, len(rows_of_fragment))
-        if out["kind"]:
-            yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
+                changed = _fragment(ds, fragment_id, uri, version).delete_rows(offsets)
+                if changed is not None and changed.deletion_file is not None:
+                    other_files.append(changed.deletion_file.path(fragment_id))
+                doc = None if changed is None else _to_json(changed)
+                _append(out, "deleted", fragment_id, doc, len(offsets))
+        # An unconditional DELETE may see one target row matched several times: count it once.
+        counts[KIND_DELETE] = sum(len(offsets) for offsets in deletes.values())
+        for fragment in new:
+            _append(out, "new", None, _to_json(fragment), int(fragment.physical_rows))
+        for name in (KIND_UPDATE, KIND_DELETE, KIND_INSERT):
+            _append(out, "metric", None, name, counts[name])
+        data_files = [f.path for fragment in new for f in fragment.files]
+        if data_files or other_files:
+            _files.record_task_files(
+                uri, job_id, data_files, storage=storage, other_paths=other_files
+            )
+        yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
 
     return run
+
+
+def _carry_row_ids(new: list[FragmentMetadata], row_ids: list[int]) -> None:
+    """Give the rewritten rows (the leading rows written) their old stable row ids, so an
+    update stays an update for row-id based readers (diff); inserted rows get new ids at
+    commit."""
+    start = 0
+    for fragment in new:
+        count = min(int(fragment.physical_rows), len(row_ids) - start)
+        if count <= 0:
+            break
+        sequence = RowIdSequence(row_ids[start : start + count])
+        fragment.row_id_meta = sequence.to_inline_metadata()
+        start += count
+
+
+def _violations(matched: Mapping[int, list[int]]) -> list[tuple[int, int]]:
+    found = []
+    for fragment_id, offsets in matched.items():
+        seen: set[int] = set()
+        for offset in offsets:
+            if offset in seen:
+                found.append((fragment_id, offset))
+                break
+            seen.add(offset)
+    return found
 
 
 def _append(out: dict[str, list[Any]], *values: Any) -> None:
@@ -256,14 +534,6 @@ def _fragment(ds: lance.LanceDataset, fragment_id: int, uri: str, version: int) 
     if fragment is None:
         raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
     return fragment
-
-
-def _data_uris(uri: str, fragments: list[FragmentMetadata]) -> list[str]:
-    return [_files.data_file_uri(uri, f.path) for fragment in fragments for f in fragment.files]
-
-
-def _as_column(value: str | Column) -> Column:
-    return F.expr(value) if isinstance(value, str) else value
 
 
 def _to_json(fragment: FragmentMetadata) -> str:

@@ -38,17 +38,30 @@ def data_file_uri(table_uri: str, relative_path: str) -> str:
     return f"{table_uri.rstrip('/')}/data/{relative_path}"
 
 
+def table_file_uri(table_uri: str, relative_path: str) -> str:
+    """A file given relative to the table's root (deletion files: ``_deletions/...``)."""
+    return f"{table_uri.rstrip('/')}/{relative_path}"
+
+
 def record_task_files(
-    table_uri: str, job_id: str, paths: list[str], *, storage: Mapping[str, str]
+    table_uri: str,
+    job_id: str,
+    paths: list[str],
+    *,
+    storage: Mapping[str, str],
+    other_paths: list[str] | None = None,
 ) -> None:
-    """Task side, after writing: note the files; if the job was aborted meanwhile, delete them."""
+    """Task side, after writing: note the files (``paths`` relative to ``data/``,
+    ``other_paths`` relative to the table root, such as deletion files); if the job was
+    aborted meanwhile, delete them."""
     job_dir = _job_dir(table_uri, job_id)
     fs, root = _fs(job_dir, storage)
     fs.makedirs(root, exist_ok=True)
+    others = list(other_paths or [])
     with fs.open(f"{root}/{uuid.uuid4().hex}.json", "w") as out:
-        json.dump({"files": paths}, out)
+        json.dump({"files": paths, "other_files": others}, out)
     if fs.exists(f"{root}/{ABORTED_MARKER}"):
-        delete_files([data_file_uri(table_uri, p) for p in paths], storage=storage)
+        delete_files(_uris(table_uri, paths, others), storage=storage)
 
 
 def abort_job(
@@ -66,10 +79,13 @@ def abort_job(
         # can have written a file there either; delete what the messages name, if anything.
         _log.warning("cannot mark write job %s aborted at %s: %s", job_id, table_uri, err)
         return delete_files([data_file_uri(table_uri, p) for p in sorted(paths)], storage=storage)
+    others: set[str] = set()
     for marker in fs.glob(f"{root}/*.json"):
         with fs.open(marker, "r") as src:
-            paths.update(json.load(src)["files"])
-    return delete_files([data_file_uri(table_uri, p) for p in sorted(paths)], storage=storage)
+            recorded = json.load(src)
+        paths.update(recorded["files"])
+        others.update(recorded.get("other_files", []))
+    return delete_files(_uris(table_uri, sorted(paths), sorted(others)), storage=storage)
 
 
 def finish_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
@@ -94,6 +110,12 @@ def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:
     if removed:
         _log.info("removed %d data file(s) of an aborted write", removed)
     return removed
+
+
+def _uris(table_uri: str, data_paths: Iterable[str], other_paths: Iterable[str]) -> list[str]:
+    return [data_file_uri(table_uri, p) for p in data_paths] + [
+        table_file_uri(table_uri, p) for p in other_paths
+    ]
 
 
 def _job_dir(table_uri: str, job_id: str) -> str:

@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 __all__ = [
+    "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",
     "InvalidOptionError",
@@ -55,5 +56,18 @@ class VersionNotFoundError(LanceSparkError, ValueError):
     """A version, timestamp or tag does not resolve to a version of the table."""
 
 
+class CardinalityViolationError(LanceSparkError, ValueError):
+    """A MERGE matched one target row with several source rows (Spark's
+    ``MERGE_CARDINALITY_VIOLATION``); the table is left unchanged."""
+
+
 class CommitConflictError(LanceSparkError):
-    """A commit lost a race with another writer and could not be rebased."""
+    """A commit lost a race with another writer and could not be rebased.
+
+    ``retryable`` is True when Lance reports that the same change may succeed when it is
+    computed again on the newer version.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable

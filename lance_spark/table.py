@@ -41,6 +41,7 @@ from lance_spark._dataset import (
     resolve_version,
     version_timestamps,
 )
+from lance_spark._merge import LanceMergeBuilder
 from lance_spark._options import TimeTravel, parse_timestamp
 from lance_spark._session import _storage_conf, lance_reader
 from lance_spark._source import FORMAT_NAME, _normalise_uri
@@ -132,6 +133,7 @@ class LanceTable:
         self._spark = spark
         self._uri = uri
         self._storage: dict[str, str] = {**_storage_conf(spark), **(storage_options or {})}
+        self._alias: str | None = None
 
     def __repr__(self) -> str:  # never the storage options: they may hold secrets
         return f"LanceTable({self._uri!r})"
@@ -299,6 +301,40 @@ class LanceTable:
             app_id=self._spark.sparkContext.applicationId,
         )
         return self._one_row({"num_affected_rows": updated}, ("num_affected_rows",))
+
+    def alias(self, name: str) -> LanceTable:
+        """The same table, named ``name`` in MERGE conditions and expressions.
+
+        Example::
+
+            t.alias("t").merge(src.alias("s"), "s.id = t.id")
+        """
+        aliased = LanceTable(self._spark, self._uri, self._storage)
+        aliased._alias = name
+        return aliased
+
+    def merge(self, source: DataFrame, condition: str | Column) -> LanceMergeBuilder:
+        """Start a MERGE of ``source`` into this table on ``condition``; add clauses with
+        ``whenMatchedUpdate`` / ``whenMatchedUpdateAll`` / ``whenMatchedDelete`` /
+        ``whenNotMatchedInsert`` / ``whenNotMatchedInsertAll`` /
+        ``whenNotMatchedBySourceUpdate`` / ``whenNotMatchedBySourceDelete`` and run it with
+        ``execute()``: one Spark job, one new version, Delta's semantics.
+
+        Example::
+
+            (t.alias("t").merge(updates.alias("s"), "s.id = t.id")
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute())
+        """
+        return LanceMergeBuilder(
+            spark=self._spark,
+            uri=self._uri,
+            storage=self._storage,
+            source=source,
+            condition=condition,
+            target_alias=self._alias,
+        )
 
     # --- history and restore ------------------------------------------------------------------
 

@@ -1,0 +1,461 @@
+"""MERGE: Delta's and Spark's MERGE semantics planned as one change DataFrame for ``_dml``.
+
+The target (pinned, with row addresses) is joined with the source on the merge condition
+(inner, right or full outer join, whichever the clauses need). One CASE picks, for each
+joined row, the first clause in order whose kind and condition hold; further CASEs compute
+the row's new values. The result is the change rows of :mod:`lance_spark._dml`, so MERGE runs
+on the same job, commit and retry path as UPDATE and DELETE. ``LanceTable.merge`` and the SQL
+front end both build a :class:`MergeSpec` and call :func:`merge`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import DataType, LongType, StructField, StructType
+
+from lance_spark import _commit, _dataset, _dml, _types
+from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
+
+_TARGET_PRESENT = "__lance_spark_target_present"
+_SOURCE_PRESENT = "__lance_spark_source_present"
+_ACTION = "__lance_spark_action"
+
+
+class ClauseKind(enum.Enum):
+    MATCHED_UPDATE = ("WHEN MATCHED", "UPDATE")
+    MATCHED_DELETE = ("WHEN MATCHED", "DELETE")
+    NOT_MATCHED_INSERT = ("WHEN NOT MATCHED", "INSERT")
+    BY_SOURCE_UPDATE = ("WHEN NOT MATCHED BY SOURCE", "UPDATE")
+    BY_SOURCE_DELETE = ("WHEN NOT MATCHED BY SOURCE", "DELETE")
+
+    @property
+    def group(self) -> str:
+        return self.value[0]
+
+    @property
+    def action(self) -> str:
+        return self.value[1]
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One WHEN clause. ``assignments`` None on UPDATE / INSERT means ``*``."""
+
+    kind: ClauseKind
+    condition: str | Column | None = None
+    assignments: Mapping[str, str | Column] | None = None
+
+    def describe(self) -> str:
+        cond = "" if self.condition is None else f" AND {_text(self.condition)}"
+        if self.kind.action == "DELETE":
+            what = "DELETE"
+        elif self.assignments is None:
+            what = f"{self.kind.action} *"
+        else:
+            what = f"{self.kind.action} ({', '.join(self.assignments)})"
+        return f"{self.kind.group}{cond} THEN {what}"
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """Everything a MERGE statement says, however it was written (builder or SQL)."""
+
+    source: DataFrame
+    condition: str | Column
+    clauses: tuple[Clause, ...]
+    target_alias: str | None = None
+    schema_evolution: bool = False
+
+
+def merge(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    spec: MergeSpec,
+    app_id: str | None,
+) -> _dml.ChangeCounts:
+    """Run ``spec`` against the Lance table at ``uri``: one Spark job, one new version (none
+    when no row changes). Raises before any write for a malformed statement."""
+    check_clauses(spec.clauses)
+
+    def plan(target: _dml.Pinned) -> _dml.ChangePlan:
+        return _plan(target, spec, storage)
+
+    return _dml.run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan)
+
+
+def check_clauses(clauses: Sequence[Clause]) -> None:
+    """Spark's static rules: at least one clause, and in each group only the last clause may
+    omit its condition."""
+    if not clauses:
+        raise InvalidOptionError(
+            "a MERGE needs at least one WHEN clause (whenMatchedUpdate, whenMatchedDelete, "
+            "whenNotMatchedInsert, whenNotMatchedBySourceUpdate, ...)"
+        )
+    codes = {
+        "WHEN MATCHED": "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION",
+        "WHEN NOT MATCHED": "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION",
+        "WHEN NOT MATCHED BY SOURCE": "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION",
+    }
+    for group, code in codes.items():
+        of_group = [c for c in clauses if c.kind.group == group]
+        for clause in of_group[:-1]:
+            if clause.condition is None:
+                raise InvalidOptionError(
+                    f"[{code}] When there are more than one {group} clauses in a MERGE "
+                    f"statement, only the last {group} clause can omit the condition; "
+                    f"'{clause.describe()}' is not the last one"
+                )
+
+
+def _plan(target: _dml.Pinned, spec: MergeSpec, storage: Mapping[str, str]) -> _dml.ChangePlan:
+    tgt = target.rows.withColumn(_TARGET_PRESENT, F.lit(True))
+    if spec.target_alias:
+        tgt = tgt.alias(spec.target_alias)
+    src = spec.source.withColumn(_SOURCE_PRESENT, F.lit(True))
+    groups = {c.kind.group for c in spec.clauses}
+    how = "inner"
+    if "WHEN NOT MATCHED BY SOURCE" in groups:
+        how = "full"
+    elif "WHEN NOT MATCHED" in groups:
+        how = "right"
+    condition = _dml.as_column(spec.condition)
+    joined = tgt.join(src, on=condition, how=how)
+    _dml.check_deterministic(joined, condition, "the MERGE condition")
+
+    table_names = list(target.schema.names)
+    source_fields = {f.name: f for f in spec.source.schema.fields}
+    added = _added_columns(spec, table_names, list(source_fields.values()))
+    out_names = table_names + [f.name for f in added]
+    types: dict[str, DataType] = {f.name: f.dataType for f in target.rows.schema.fields}
+    types.update({f.name: f.dataType for f in added})
+    targets = {n: target.rows[n] for n in table_names}
+    sources = {n: src[n] for n in source_fields}
+
+    present = {
+        "WHEN MATCHED": tgt[_TARGET_PRESENT].isNotNull() & src[_SOURCE_PRESENT].isNotNull(),
+        "WHEN NOT MATCHED": tgt[_TARGET_PRESENT].isNull(),
+        "WHEN NOT MATCHED BY SOURCE": src[_SOURCE_PRESENT].isNull(),
+    }
+    # The first clause (in order) whose kind and condition hold wins; groups are disjoint.
+    branches = []
+    for index, clause in enumerate(spec.clauses):
+        holds = present[clause.kind.group]
+        if clause.condition is not None:
+            checked = _checked(clause, clause.condition, "condition", joined, tgt, src)
+            holds = holds & checked
+        branches.append((holds, F.lit(index)))
+    staged = joined.withColumn(_ACTION, _case(branches))
+
+    chosen = F.col(_ACTION)
+    kinds = [(chosen == i, F.lit(_KINDS[c.kind.action])) for i, c in enumerate(spec.clauses)]
+    values: dict[str, list[tuple[Column, Column]]] = {n: [] for n in out_names}
+    writes = False
+    for index, clause in enumerate(spec.clauses):
+        if clause.kind.action == "DELETE":
+            continue
+        writes = True
+        assigned = _assignments(clause, spec, target.schema, added, targets, sources)
+        for name in out_names:
+            if name in assigned:
+                value = assigned[name]
+                if clause.assignments is not None:  # user-written, not expanded from `*`
+                    value = _checked(clause, value, f"value of {name}", staged, tgt, src)
+            elif clause.kind.action == "UPDATE" and name in targets:
+                value = targets[name]
+            else:
+                value = F.lit(None)
+            values[name].append((chosen == index, _dml.as_column(value)))
+    check = _checks_cardinality(spec.clauses)
+    if check:
+        # A matched row no clause acts on still counts for the cardinality check.
+        kinds.append((present["WHEN MATCHED"], F.lit(_dml.KIND_MATCHED)))
+    data = [_case(values[n]).cast(types[n]).alias(n) for n in out_names] if writes else []
+    rows = staged.select(*target.address(), _case(kinds).alias(_dml.KIND), *data).filter(
+        F.col(_dml.KIND).isNotNull()
+    )
+    predicate = _text(spec.condition)
+    return _dml.ChangePlan(
+        rows=rows,
+        write_schema=_write_schema(target, rows, added, storage) if writes else None,
+        check_cardinality=check,
+        operation="MERGE",
+        parameters={
+            "predicate": predicate,
+            "clauses": "; ".join(c.describe() for c in spec.clauses),
+            "schemaEvolution": str(spec.schema_evolution).lower(),
+        },
+        predicate=predicate,
+    )
+
+
+def _case(branches: Sequence[tuple[Column, Column]]) -> Column:
+    """CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... END (NULL when no branch holds)."""
+    if not branches:
+        return F.lit(None)
+    (first_condition, first_value), *rest = branches
+    case = F.when(first_condition, first_value)
+    for condition, value in rest:
+        case = case.when(condition, value)
+    return case
+
+
+_KINDS = {"UPDATE": _dml.KIND_UPDATE, "DELETE": _dml.KIND_DELETE, "INSERT": _dml.KIND_INSERT}
+
+
+def _checked(
+    clause: Clause,
+    value: str | Column,
+    what: str,
+    joined: DataFrame,
+    tgt: DataFrame,
+    src: DataFrame,
+) -> Column:
+    """``value`` as a Column, checked: INSERT clauses may only see the source and NOT MATCHED
+    BY SOURCE clauses only the target (as in Spark), and nothing may be non-deterministic."""
+    column = _dml.as_column(value)
+    side = {"WHEN NOT MATCHED": src, "WHEN NOT MATCHED BY SOURCE": tgt}.get(clause.kind.group)
+    if side is not None:
+        try:
+            side.select(column).schema  # noqa: B018  (analysis only)
+        except AnalysisException as err:
+            seen = "source" if side is src else "target"
+            raise InvalidOptionError(
+                f"the {what} of '{clause.describe()}' may only reference {seen} columns: "
+                f"{_first_line(err)}"
+            ) from err
+    return _dml.check_deterministic(joined, column, f"the {what} of '{clause.describe()}'")
+
+
+def _assignments(
+    clause: Clause,
+    spec: MergeSpec,
+    table: pa.Schema,
+    added: Sequence[StructField],
+    targets: Mapping[str, Column],
+    sources: Mapping[str, Column],
+) -> dict[str, str | Column]:
+    """Target column -> value of an UPDATE or INSERT clause (``*`` expanded by name)."""
+    by_lower = {n.lower(): n for n in [*table.names, *(f.name for f in added)]}
+    if clause.assignments is None:
+        source_by_lower = {n.lower(): n for n in sources}
+        result: dict[str, str | Column] = {}
+        for name in table.names:
+            source_name = source_by_lower.get(name.lower())
+            if source_name is not None:
+                result[name] = sources[source_name]
+            elif not spec.schema_evolution:
+                raise ColumnNotFoundError(
+                    f"'{clause.describe()}' sets every target column from the source column "
+                    f"of the same name, but the source has no column {name!r}; source "
+                    f"columns: {', '.join(sources)}. Name the columns to set, or call "
+                    "withSchemaEvolution() to keep (UPDATE) or null (INSERT) the others"
+                )
+        for field in added:
+            result[field.name] = sources[field.name]
+        return result
+    result = {}
+    for key, value in clause.assignments.items():
+        name = by_lower.get(_unqualified(key, spec.target_alias).lower())
+        if name is None:
+            raise ColumnNotFoundError(
+                f"'{clause.describe()}' sets column {key!r}, which the target table does not "
+                f"have; columns: {', '.join(table.names)}"
+            )
+        result[name] = value
+    if clause.kind is ClauseKind.NOT_MATCHED_INSERT:
+        for field in table:
+            if not field.nullable and field.name not in result:
+                raise ColumnNotFoundError(
+                    f"'{clause.describe()}' gives no value for the NOT NULL column {field.name!r}"
+                )
+    return result
+
+
+def _unqualified(key: str, alias: str | None) -> str:
+    if alias and key.lower().startswith(alias.lower() + "."):
+        return key[len(alias) + 1 :]
+    return key.strip("`")
+
+
+def _added_columns(
+    spec: MergeSpec, table_names: Sequence[str], source_fields: Sequence[StructField]
+) -> list[StructField]:
+    """With schema evolution, the source columns a ``*`` clause brings that the table lacks."""
+    stars = any(c.assignments is None and c.kind.action != "DELETE" for c in spec.clauses)
+    if not (spec.schema_evolution and stars):
+        return []
+    known = {n.lower() for n in table_names}
+    return [
+        StructField(f.name, f.dataType, True) for f in source_fields if f.name.lower() not in known
+    ]
+
+
+def _checks_cardinality(clauses: Sequence[Clause]) -> bool:
+    """Spark checks that no target row is matched twice, unless the only MATCHED clause is an
+    unconditional DELETE (deleting a row twice is harmless) or there is none."""
+    matched = [c for c in clauses if c.kind.group == "WHEN MATCHED"]
+    only_delete = (
+        len(matched) == 1
+        and matched[0].kind is ClauseKind.MATCHED_DELETE
+        and matched[0].condition is None
+    )
+    return bool(matched) and not only_delete
+
+
+def _write_schema(
+    target: _dml.Pinned, rows: DataFrame, added: Sequence[StructField], storage: Mapping[str, str]
+) -> pa.Schema:
+    if not added:
+        return target.schema
+    incoming = to_arrow_schema(
+        StructType([f for f in rows.schema.fields if not f.name.startswith("__lance_spark")]),
+        timezone="UTC",
+    )
+    incoming = pa.schema([f.remove_metadata() for f in incoming])
+    schema = _types.reconcile_write_schema(incoming, target.schema, merge_schema=True)
+    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    _commit.check_can_add_columns(ds, [f.name for f in added], uri=target.uri)
+    return schema
+
+
+def _text(condition: str | Column) -> str:
+    return condition if isinstance(condition, str) else str(condition._jc.toString())
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0]
+
+
+class LanceMergeBuilder:
+    """Builds a MERGE into a Lance table; returned by :meth:`LanceTable.merge`. The names and
+    semantics are Delta Lake's ``DeltaMergeBuilder``: clauses are tried in order, the first
+    whose condition holds acts, and only the last clause of each kind may omit its condition.
+
+    Example::
+
+        (t.alias("t").merge(updates.alias("s"), "s.id = t.id")
+            .whenMatchedDelete(condition="s.op = 'delete'")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+            .show())
+    """
+
+    def __init__(
+        self,
+        *,
+        spark: SparkSession,
+        uri: str,
+        storage: Mapping[str, str],
+        source: DataFrame,
+        condition: str | Column,
+        target_alias: str | None,
+        clauses: tuple[Clause, ...] = (),
+        schema_evolution: bool = False,
+    ) -> None:
+        self._spark = spark
+        self._uri = uri
+        self._storage = storage
+        self._spec = MergeSpec(source, condition, clauses, target_alias, schema_evolution)
+
+    def whenMatchedUpdate(
+        self, condition: str | Column | None = None, set: Mapping[str, str | Column] | None = None
+    ) -> LanceMergeBuilder:
+        """Update matched target rows: ``set`` maps target columns to expressions over the
+        target and the source (other columns keep their values)."""
+        if not set:
+            raise InvalidOptionError("whenMatchedUpdate needs set={column: expression, ...}")
+        return self._with(Clause(ClauseKind.MATCHED_UPDATE, condition, dict(set)))
+
+    def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> LanceMergeBuilder:
+        """``UPDATE SET *``: every target column from the source column of the same name."""
+        return self._with(Clause(ClauseKind.MATCHED_UPDATE, condition, None))
+
+    def whenMatchedDelete(self, condition: str | Column | None = None) -> LanceMergeBuilder:
+        """Delete matched target rows."""
+        return self._with(Clause(ClauseKind.MATCHED_DELETE, condition, None))
+
+    def whenNotMatchedInsert(
+        self,
+        condition: str | Column | None = None,
+        values: Mapping[str, str | Column] | None = None,
+    ) -> LanceMergeBuilder:
+        """Insert source rows no target row matches; ``values`` maps target columns to
+        expressions over the source (unnamed columns are null)."""
+        if not values:
+            raise InvalidOptionError("whenNotMatchedInsert needs values={column: expression}")
+        return self._with(Clause(ClauseKind.NOT_MATCHED_INSERT, condition, dict(values)))
+
+    def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> LanceMergeBuilder:
+        """``INSERT *``: every target column from the source column of the same name."""
+        return self._with(Clause(ClauseKind.NOT_MATCHED_INSERT, condition, None))
+
+    def whenNotMatchedBySourceUpdate(
+        self, condition: str | Column | None = None, set: Mapping[str, str | Column] | None = None
+    ) -> LanceMergeBuilder:
+        """Update target rows no source row matches (expressions over the target only)."""
+        if not set:
+            raise InvalidOptionError(
+                "whenNotMatchedBySourceUpdate needs set={column: expression, ...}"
+            )
+        return self._with(Clause(ClauseKind.BY_SOURCE_UPDATE, condition, dict(set)))
+
+    def whenNotMatchedBySourceDelete(
+        self, condition: str | Column | None = None
+    ) -> LanceMergeBuilder:
+        """Delete target rows no source row matches."""
+        return self._with(Clause(ClauseKind.BY_SOURCE_DELETE, condition, None))
+
+    def withSchemaEvolution(self) -> LanceMergeBuilder:
+        """Let ``UpdateAll`` / ``InsertAll`` add the source's extra columns to the table (null
+        in rows the MERGE does not write)."""
+        return self._copy(self._spec.clauses, schema_evolution=True)
+
+    def execute(self) -> DataFrame:
+        """Run the MERGE: one Spark job and one new version (none when nothing changes).
+        Returns one row: num_affected_rows, num_updated_rows, num_deleted_rows,
+        num_inserted_rows."""
+        counts = merge(
+            self._spark,
+            uri=self._uri,
+            storage=self._storage,
+            spec=self._spec,
+            app_id=self._spark.sparkContext.applicationId,
+        )
+        return metrics_frame(self._spark, counts)
+
+    def _with(self, clause: Clause) -> LanceMergeBuilder:
+        return self._copy((*self._spec.clauses, clause), self._spec.schema_evolution)
+
+    def _copy(self, clauses: tuple[Clause, ...], schema_evolution: bool) -> LanceMergeBuilder:
+        spec = self._spec
+        return LanceMergeBuilder(
+            spark=self._spark,
+            uri=self._uri,
+            storage=self._storage,
+            source=spec.source,
+            condition=spec.condition,
+            target_alias=spec.target_alias,
+            clauses=clauses,
+            schema_evolution=schema_evolution,
+        )
+
+
+METRIC_NAMES = ("num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows")
+
+
+def metrics_frame(spark: SparkSession, counts: _dml.ChangeCounts) -> DataFrame:
+    """The one-row result of a MERGE, like Delta's and Spark's."""
+    schema = StructType([StructField(n, LongType(), False) for n in METRIC_NAMES])
+    row = (counts.affected, counts.updated, counts.deleted, counts.inserted)
+    return spark.createDataFrame([row], schema)
