@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -329,7 +330,10 @@ def _write_schema(
 
 
 def _text(condition: str | Column) -> str:
-    return condition if isinstance(condition, str) else str(condition._jc.toString())
+    if isinstance(condition, str):
+        return condition
+    java: Any = condition._jc
+    return str(java.toString())  # the Column's SQL-like text
 
 
 def _first_line(err: BaseException) -> str:

@@ -1,0 +1,182 @@
+"""The engine under MERGE / UPDATE / DELETE: retries of retryable conflicts, cleanup after a
+failed job, and a MERGE into a 1M-row table that leaves untouched fragments alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+from lance.fragment import write_fragments
+from pyspark.sql import SparkSession
+
+from lance_spark import CommitConflictError, LanceTable, _commit
+
+pytestmark = pytest.mark.spark
+
+
+def _files(uri: str) -> set[str]:
+    found = set()
+    for sub in ("data", "_deletions"):
+        root = Path(uri) / sub
+        if root.exists():
+            found.update(f"{sub}/{p.name}" for p in root.iterdir())
+    return found
+
+
+def _table(spark: SparkSession, uri: str, rows: int = 100) -> LanceTable:
+    spark.range(0, rows, numPartitions=2).selectExpr("id", "concat('v', id) AS val").write.format(
+        "lance"
+    ).mode("append").save(uri)
+    return LanceTable.forPath(spark, uri)
+
+
+def _concurrent_update(uri: str, offset: int) -> None:
+    """Another writer rewrites one row of fragment 0 (plain pylance, as another job would)."""
+    ds = lance.dataset(uri)
+    changed = ds.get_fragment(0).delete_rows([offset])
+    new = write_fragments(
+        pa.table({"id": pa.array([10_000 + offset], pa.int64()), "val": ["other"]}),
+        uri,
+        schema=ds.schema,
+    )
+    operation = lance.LanceOperation.Update(updated_fragments=[changed], new_fragments=new)
+    lance.LanceDataset.commit(uri, operation, read_version=ds.version)
+
+
+@pytest.fixture
+def racing_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    """Before each of the connector's first ``races`` commits, another writer commits an
+    Update of fragment 0, so Lance reports a retryable conflict."""
+    state = {"races": 1, "calls": 0}
+    real = _commit.commit
+
+    def commit(uri: str, *args: Any, **kwargs: Any) -> int:
+        state["calls"] += 1
+        if state["calls"] <= state["races"]:
+            _concurrent_update(uri, offset=40 + state["calls"])
+        return real(uri, *args, **kwargs)
+
+    monkeypatch.setattr(_commit, "commit", commit)
+    yield state
+
+
+def test_retryable_conflict_is_redone_on_the_new_version(
+    spark: SparkSession, table_uri: str, racing_commit: dict[str, int]
+) -> None:
+    t = _table(spark, table_uri)
+    version = lance.dataset(table_uri).version
+    assert t.update("id < 5", {"val": "'mine'"}).first().num_affected_rows == 5
+    assert racing_commit["calls"] == 2  # the first attempt lost the race, the second won
+    ds = lance.dataset(table_uri)
+    assert ds.version == version + 2  # the other writer's version, then ours
+    rows = {r["id"]: r["val"] for r in ds.to_table().to_pylist()}
+    assert [rows[i] for i in range(5)] == ["mine"] * 5
+    assert rows[10_041] == "other" and 41 not in rows  # the other writer's change is kept
+    assert len(rows) == 100
+    assert _files(table_uri) == _all_versions_files(table_uri)  # the lost attempt left none
+
+
+def test_gives_up_after_bounded_attempts_naming_them(
+    spark: SparkSession, table_uri: str, racing_commit: dict[str, int]
+) -> None:
+    t = _table(spark, table_uri)
+    racing_commit["races"] = 10
+    src = spark.createDataFrame([(1, "x")], "id long, val string")
+    with pytest.raises(CommitConflictError, match=r"gave up after 3 attempt\(s\)"):
+        t.alias("t").merge(src.alias("s"), "s.id = t.id").whenMatchedUpdateAll().execute()
+    assert racing_commit["calls"] == 3
+    assert lance.dataset(table_uri).to_table().to_pydict()["val"].count("x") == 0
+    assert _files(table_uri) == _all_versions_files(table_uri)
+
+
+def test_failed_merge_job_leaves_no_files_and_no_version(
+    spark: SparkSession, table_uri: str
+) -> None:
+    spark.range(0, 10, numPartitions=2).selectExpr(
+        "id", "array(cast(id AS float), 1.0f) AS v"
+    ).write.format("lance").option("v.arrow.fixed-size-list.size", "2").mode("append").save(
+        table_uri
+    )
+    before_files, version = _files(table_uri), lance.dataset(table_uri).version
+    # Rows of both fragments are updated (two tasks write), one inserted row has a vector of
+    # the wrong length: its task fails and the job is aborted.
+    src = spark.createDataFrame(
+        [(1, [9.0, 9.0]), (8, [9.0, 9.0]), (42, [1.0, 2.0, 3.0])], "id long, v array<float>"
+    )
+    t = LanceTable.forPath(spark, table_uri)
+    with pytest.raises(Exception, match="length"):
+        (
+            t.alias("t")
+            .merge(src.alias("s"), "s.id = t.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+    assert lance.dataset(table_uri).version == version
+    assert _files(table_uri) == before_files
+
+
+def test_merge_into_a_million_rows_rewrites_only_touched_fragments(
+    spark: SparkSession, table_uri: str
+) -> None:
+    spark.range(0, 1_000_000, numPartitions=2).selectExpr(
+        "id", "id % 1000 AS bucket", "concat('row-', id) AS val"
+    ).write.format("lance").option("max_rows_per_file", "100000").mode("append").save(table_uri)
+    before = {f.fragment_id: f.metadata for f in lance.dataset(table_uri).get_fragments()}
+    assert len(before) == 10
+    # 1000 source rows: 900 update rows of the first fragment, 100 are new.
+    src = spark.range(0, 1000).selectExpr(
+        "CASE WHEN id < 900 THEN id * 7 ELSE 2000000 + id END AS id",
+        "-1L AS bucket",
+        "'merged' AS val",
+    )
+    t = LanceTable.forPath(spark, table_uri)
+    metrics = (
+        t.alias("t")
+        .merge(src.alias("s"), "s.id = t.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+        .first()
+    )
+    assert (metrics.num_updated_rows, metrics.num_inserted_rows) == (900, 100)
+    ds = lance.dataset(table_uri)
+    after = {f.fragment_id: f.metadata for f in ds.get_fragments()}
+    touched = {fid for fid, meta in after.items() if fid in before and meta != before[fid]}
+    assert touched == {0}
+    for fid in set(before) - touched:  # untouched: same data files, no deletion file
+        assert [f.path for f in after[fid].files] == [f.path for f in before[fid].files]
+        assert after[fid].deletion_file is None
+    assert after[0].deletion_file is not None
+    assert [f.path for f in after[0].files] == [f.path for f in before[0].files]
+    assert ds.count_rows() == 1_000_100
+    assert ds.count_rows("val = 'merged'") == 1000
+    assert ds.count_rows("val = 'merged' AND id < 900 * 7 AND id % 7 = 0") == 900
+
+
+def test_delete_and_update_use_the_same_engine(spark: SparkSession, table_uri: str) -> None:
+    t = _table(spark, table_uri, rows=20)
+    assert t.delete("id >= 15").first().num_affected_rows == 5
+    assert t.update("id < 2", {"val": "'u'"}).first().num_affected_rows == 2
+    history = t.history(2).collect()
+    assert [h.operation for h in history] == ["UPDATE", "DELETE"]
+    assert history[1].operationMetrics["numDeletedRows"] == "5"
+    assert history[0].operationMetrics["numUpdatedRows"] == "2"
+    assert _files(table_uri) == _all_versions_files(table_uri)  # no orphans
+
+
+def _all_versions_files(uri: str) -> set[str]:
+    """Files any version references (nothing was vacuumed)."""
+    files: set[str] = set()
+    for v in lance.dataset(uri).versions():
+        ds = lance.dataset(uri, version=v["version"])
+        for fragment in ds.get_fragments():
+            meta = fragment.metadata
+            files.update(f"data/{f.path}" for f in meta.files)
+            if meta.deletion_file is not None:
+                files.add(meta.deletion_file.path(fragment.fragment_id))
+    return files
