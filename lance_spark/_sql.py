@@ -52,13 +52,34 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
 
     @functools.wraps(original)
     def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:
-        statement = parse(sqlQuery) if args is None and not kwargs else None
-        if isinstance(statement, CreateTable):
-            return _create_table(spark, original, sqlQuery, statement)
+        if args is None and not kwargs:
+            handled = _dispatch(spark, original, sqlQuery)
+            if handled is not None:
+                return handled
         return original(sqlQuery, args, **kwargs)
 
     spark.sql = sql  # type: ignore[method-assign]
     setattr(spark, _MARKER, True)
+
+
+# A handler runs the statement when it is one of its own on a Lance table and returns the
+# result; it returns None to leave the statement to Spark.
+Handler = Callable[[SparkSession, Callable[..., DataFrame], str], DataFrame | None]
+
+
+def _handlers() -> tuple[Handler, ...]:
+    return ()
+
+
+def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:
+    statement = parse(text)
+    if isinstance(statement, CreateTable):
+        return _create_table(spark, run, text, statement)
+    for handler in _handlers():
+        result = handler(spark, run, text)
+        if result is not None:
+            return result
+    return None
 
 
 def parse(text: str) -> CreateTable | None:
