@@ -583,6 +583,64 @@ class LanceTable:
             )
         ds.drop_index(name)
 
+    # --- schema evolution ---------------------------------------------------------------------
+
+    def addColumns(
+        self,
+        columns: Mapping[str, str | Column] | DataFrame,
+        on: str | None = None,
+    ) -> DataFrame:
+        """Add nullable columns, filled for every row, in one new version.
+
+        - ``columns`` a mapping: name -> Spark SQL expression (str) or Column, evaluated on
+          each row (per-row and deterministic: no aggregate, window, generator or rand());
+        - ``columns`` a DataFrame and ``on`` a key column: every other column of the
+          DataFrame, joined onto the table by the key (a left join like Lance's
+          ``merge``: rows whose key the DataFrame lacks get null, extra keys are ignored,
+          a key present twice is an error).
+
+        The types are Spark's, mapped to Arrow as for writes. One Spark job writes one new
+        data file per fragment (existing files are not rewritten) and one ``Merge`` is
+        committed; nothing is committed if anything fails. A name the table already has is
+        a :class:`SchemaMismatchError`, an unknown column in an expression a
+        :class:`ColumnNotFoundError`. Returns one row: ``num_added_columns`` and
+        ``num_affected_rows`` (rows given a value: all of them for expressions, the
+        matched ones for a DataFrame).
+
+        Example::
+
+            t.addColumns({"x2": "x * 2", "name_len": F.length("name")})
+            t.addColumns(labels_df, on="id")
+        """
+        from lance_spark import _columns
+
+        app_id = self._spark.sparkContext.applicationId
+        if isinstance(columns, DataFrame):
+            if on is None:
+                raise InvalidOptionError("addColumns(df, on=...) needs the key column `on`")
+            added = _columns.add_joined_columns(
+                self._spark,
+                uri=self._uri,
+                storage=self._storage,
+                source=columns,
+                on=on,
+                app_id=app_id,
+            )
+        else:
+            if on is not None:
+                raise InvalidOptionError(
+                    "addColumns(..., on=...) takes a DataFrame; with expressions leave `on` out"
+                )
+            added = _columns.add_expression_columns(
+                self._spark,
+                uri=self._uri,
+                storage=self._storage,
+                expressions=columns,
+                app_id=app_id,
+            )
+        metrics = {"num_added_columns": len(added.columns), "num_affected_rows": added.matched}
+        return self._one_row(metrics, ("num_added_columns", "num_affected_rows"))
+
     # --- cloning ------------------------------------------------------------------------------
 
     def shallowClone(self, target: str, version: int | str | None = None) -> LanceTable:

@@ -1,0 +1,547 @@
+"""``LanceTable.addColumns``: new columns for every row in one Spark job and one Lance commit.
+
+The table is read at a pinned version with ``_rowaddr`` (fragment id = ``_rowaddr >> 32``,
+physical offset = ``_rowaddr & 0xFFFFFFFF``), and Spark computes the new values of every
+live row: Spark SQL expressions over the row, or the non-key columns of a DataFrame joined
+onto the table by a key (Lance's ``dataset.merge`` semantics: a left join, no match -> null).
+The rows are hash-partitioned by fragment and sorted by offset within each partition, so one
+task sees all live rows of a fragment, in physical order. The task streams them into
+``LanceFragment.merge_columns`` (what Lance's own ``add_columns`` uses per fragment), which
+writes one new data file per fragment aligned to its physical rows, and returns the fragment's
+new metadata and the widened schema (with Lance's field ids). The driver commits ONE
+``Merge`` with every fragment of the pinned version on that version; nothing of the table is
+collected to the driver. When the job or the commit fails, no version is created and the files
+the tasks wrote are deleted (staging markers, see :mod:`lance_spark._files`).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import pickle
+import re
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from lance.fragment import FragmentMetadata
+from lance.schema import LanceSchema
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from lance_spark import _commit, _dataset, _files, _session, _types, errors
+from lance_spark._options import METADATA_COLUMN_NAMES
+from lance_spark.errors import (
+    ColumnNotFoundError,
+    InvalidOptionError,
+    LanceSparkError,
+    SchemaMismatchError,
+)
+
+_OFFSET_MASK = 0xFFFFFFFF
+# Columns the job's rows carry besides the new ones (all start with "__lance_spark").
+_INTERNAL_PREFIX = "__lance_spark"
+_FRAG = "__lance_spark_fragment_id"
+_OFFSET = "__lance_spark_offset"
+_KEY = "__lance_spark_key"
+_KEY_COUNT = "__lance_spark_key_count"
+_MATCHED = "__lance_spark_matched"  # keyed: the row found its key in the DataFrame
+_DUPLICATE = "__lance_spark_duplicate"  # keyed: the row's key is in the DataFrame twice or more
+_KEY_TEXT = "__lance_spark_key_text"  # keyed, duplicates only: the key, for the error message
+
+_RESULT_ARROW = pa.schema(
+    [
+        ("fragment_id", pa.int64()),
+        ("fragment", pa.string()),  # FragmentMetadata JSON, with the new data file
+        ("schema", pa.string()),  # the widened LanceSchema, pickled and base64-encoded
+        ("rows", pa.int64()),  # live rows given values
+        ("matched", pa.int64()),  # of which found their key (keyed; else all)
+    ]
+)
+_RESULT_SCHEMA = "fragment_id long, fragment string, schema string, rows long, matched long"
+_WORKER_ERROR = re.compile(r"lance_spark\.errors\.(\w+): (.+)")
+
+
+@dataclass(frozen=True)
+class AddedColumns:
+    """What one ``addColumns`` did."""
+
+    version: int
+    columns: tuple[str, ...]
+    rows: int  # live rows of the table
+    matched: int  # rows given a value from the DataFrame (expressions: every row)
+    fragments: int  # fragments given a new data file
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The job's rows (FRAG, OFFSET, [MATCHED, DUPLICATE, KEY_TEXT], new columns), sorted by
+    fragment and offset, and the Arrow schema of the new columns."""
+
+    rows: DataFrame
+    target: pa.Schema
+    keyed: bool
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+
+# --- entry points -------------------------------------------------------------------------------
+
+
+def add_expression_columns(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    expressions: Mapping[str, str | Column],
+    app_id: str | None,
+) -> AddedColumns:
+    """Add one column per ``expressions`` item: name -> Spark SQL expression (or Column)
+    evaluated on each row of the table."""
+    if not expressions:
+        raise InvalidOptionError(
+            "addColumns needs at least one column: {name: Spark SQL expression or Column}"
+        )
+    ds = _dataset.open_latest(uri, storage=storage)
+    names = list(expressions)
+    _check_new_names(names, ds.schema.names, uri=uri)
+    version = int(ds.version)
+    full = _read(spark, uri, storage, version, None)
+    columns = [_new_column(full, name, value) for name, value in expressions.items()]
+    rows = _read(spark, uri, storage, version, _referenced(full, columns, ds.schema.names))
+    values = rows.select(
+        *_address(rows), *(c.alias(n) for n, c in zip(names, columns, strict=True))
+    )
+    texts = {
+        n: v if isinstance(v, str) else _sql(full, c)
+        for (n, v), c in zip(expressions.items(), columns, strict=True)
+    }
+    plan = _Plan(
+        rows=_sorted(values, keyed=False),
+        target=_target_schema(values.select(*(F.col(_quoted(n)) for n in names)).schema),
+        keyed=False,
+        parameters={"columns": ", ".join(names), "expressions": json.dumps(texts)},
+    )
+    return _execute(ds, plan, uri=uri, storage=storage, app_id=app_id)
+
+
+def add_joined_columns(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    source: DataFrame,
+    on: str,
+    app_id: str | None,
+) -> AddedColumns:
+    """Add every non-key column of ``source``, joined onto the table by ``on``: a table row
+    whose key ``source`` lacks (or whose key is null) gets nulls; keys of ``source`` the table
+    lacks are ignored; a key ``source`` holds twice is an error naming it."""
+    if not isinstance(on, str) or not on:
+        raise InvalidOptionError(f"addColumns(df, on=...) needs a key column name, got {on!r}")
+    ds = _dataset.open_latest(uri, storage=storage)
+    table_key = _resolve(on, ds.schema.names)
+    if table_key is None:
+        raise ColumnNotFoundError(
+            f"addColumns key {on!r} is not a column of the Lance table at {uri!r}; "
+            f"columns: {', '.join(ds.schema.names)}"
+        )
+    source_key = _resolve(on, source.columns)
+    if source_key is None:
+        raise ColumnNotFoundError(
+            f"addColumns key {on!r} is not a column of the DataFrame; "
+            f"columns: {', '.join(source.columns)}"
+        )
+    names = [c for c in source.columns if c != source_key]
+    if not names:
+        raise InvalidOptionError(
+            f"the DataFrame given to addColumns has no column besides the key {on!r}"
+        )
+    _check_new_names(names, ds.schema.names, uri=uri)
+    version = int(ds.version)
+    rows = _read(spark, uri, storage, version, _prunable([table_key]))
+    right = source.select(
+        F.col(_quoted(source_key)).alias(_KEY), *(F.col(_quoted(n)).alias(n) for n in names)
+    ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
+    duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
+    # Full outer: the DataFrame's keys that match no row are dropped below unless they are
+    # duplicates, which the tasks report (so every duplicate is an error, like a matched one).
+    joined = rows.join(right, rows[_quoted(table_key)] == right[_KEY], "full_outer")
+    joined = joined.where(rows["_rowaddr"].isNotNull() | duplicate)
+    values = joined.select(
+        *_address(rows),
+        right[_KEY].isNotNull().alias(_MATCHED),
+        duplicate.alias(_DUPLICATE),
+        F.when(duplicate, right[_KEY].cast("string")).alias(_KEY_TEXT),
+        *(right[_quoted(n)].alias(n) for n in names),
+    )
+    plan = _Plan(
+        rows=_sorted(values, keyed=True),
+        target=_target_schema(source.select(*(F.col(_quoted(n)) for n in names)).schema),
+        keyed=True,
+        parameters={"columns": ", ".join(names), "on": table_key},
+    )
+    return _execute(ds, plan, uri=uri, storage=storage, app_id=app_id)
+
+
+# --- the driver side ----------------------------------------------------------------------------
+
+
+def _check_new_names(names: Sequence[str], table: Sequence[str], *, uri: str) -> None:
+    existing = {n.lower(): n for n in table}
+    seen: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidOptionError(f"addColumns: {name!r} is not a column name")
+        if name in METADATA_COLUMN_NAMES or name.startswith(_INTERNAL_PREFIX):
+            raise InvalidOptionError(
+                f"addColumns: {name!r} is a reserved name (metadata columns: "
+                f"{', '.join(METADATA_COLUMN_NAMES)}; prefix {_INTERNAL_PREFIX})"
+            )
+        if "." in name:
+            raise InvalidOptionError(
+                f"addColumns: column name {name!r} contains '.', which Lance reads as a "
+                "path into a struct"
+            )
+        if name.lower() in existing:
+            raise SchemaMismatchError(
+                f"addColumns: column {name!r} already exists in the Lance table at {uri!r} "
+                f"(as {existing[name.lower()]!r}); columns: {', '.join(table)}"
+            )
+        if name.lower() in seen:
+            raise InvalidOptionError(
+                f"addColumns names column {name!r} twice (also as {seen[name.lower()]!r})"
+            )
+        seen[name.lower()] = name
+
+
+def _read(
+    spark: SparkSession,
+    uri: str,
+    storage: Mapping[str, str],
+    version: int,
+    columns: Sequence[str] | None,
+) -> DataFrame:
+    """The table at ``version`` with ``_rowaddr`` (only ``columns`` of it, if given)."""
+    reader = (
+        _session.lance_reader(spark, storage)
+        .option("version", version)
+        .option("metadata_columns", "_rowaddr")
+    )
+    if columns is not None:
+        reader = reader.option("columns", ",".join(columns))
+    return reader.load(uri)
+
+
+def _new_column(rows: DataFrame, name: str, value: str | Column) -> Column:
+    """``value`` as a Column, checked on ``rows``: it resolves, yields one value per row
+    (no aggregate, window or generator) and is deterministic."""
+    if isinstance(value, str):
+        column = F.expr(value)
+    elif isinstance(value, Column):
+        column = value
+    else:
+        raise InvalidOptionError(
+            f"addColumns: the value of {name!r} must be a Spark SQL expression (str) or a "
+            f"Column, got {type(value).__name__}"
+        )
+    base = rows._jdf.queryExecution().analyzed()
+    try:
+        plan = rows.select(column.alias(name))._jdf.queryExecution().analyzed()
+    except AnalysisException as err:
+        if str(err.getCondition() or "").startswith("UNRESOLVED_COLUMN"):
+            raise ColumnNotFoundError(
+                f"addColumns: the expression of column {name!r} refers to a column the Lance "
+                f"table does not have: {str(err).splitlines()[0]}"
+            ) from err
+        raise
+    if plan.getClass().getSimpleName() != "Project" or not bool(plan.child().sameResult(base)):
+        raise InvalidOptionError(
+            f"addColumns: the expression of column {name!r} must give one value per row; "
+            "aggregate, window and generator functions (sum, row_number, explode...) are "
+            "not supported"
+        )
+    resolved = plan.projectList().head()
+    if not bool(resolved.deterministic()):
+        raise InvalidOptionError(
+            f"addColumns: the expression of column {name!r} ({resolved.child().sql()}) is not "
+            "deterministic (for example rand() or uuid()): a retried task would write "
+            "other values"
+        )
+    return column
+
+
+def _sql(rows: DataFrame, column: Column) -> str:
+    """A Column's Spark SQL text, for history (without the alias Spark gives it)."""
+    plan = rows.select(column.alias("c"))._jdf.queryExecution().analyzed()
+    return str(plan.projectList().head().child().sql())
+
+
+def _referenced(
+    rows: DataFrame, columns: Sequence[Column], table: Sequence[str]
+) -> list[str] | None:
+    """The table columns ``columns`` read (at least one), or None to read them all."""
+    refs = rows.select(*columns)._jdf.queryExecution().analyzed().references().toSeq()
+    used = {str(refs.apply(i).name()) for i in range(int(refs.length()))}
+    return _prunable([n for n in table if n in used] or list(table[:1]))
+
+
+def _prunable(names: list[str]) -> list[str] | None:
+    """``names`` for the reader's ``columns`` option, or None (read all) if it cannot say them."""
+    return None if any("," in n or n != n.strip() for n in names) else names
+
+
+def _address(rows: DataFrame) -> list[Column]:
+    addr = rows["_rowaddr"]
+    return [
+        F.shiftrightunsigned(addr, 32).alias(_FRAG),
+        addr.bitwiseAND(F.lit(_OFFSET_MASK)).alias(_OFFSET),
+    ]
+
+
+def _sorted(values: DataFrame, *, keyed: bool) -> DataFrame:
+    """All rows of a fragment in one partition (hashed by fragment id), in physical order;
+    duplicate keys first, so a task reports them before it writes anything."""
+    order = [F.col(_FRAG), F.col(_OFFSET)]
+    if keyed:
+        order.insert(0, F.col(_DUPLICATE).desc())
+    return values.repartition(_FRAG).sortWithinPartitions(*order)
+
+
+def _target_schema(spark_schema: StructType) -> pa.Schema:
+    """Arrow types of the new columns (the connector's type map), all nullable."""
+    incoming = to_arrow_schema(spark_schema, timezone="UTC")
+    return _types.nullable_schema(_types.arrow_schema_for_new_table(incoming, vector_sizes={}))
+
+
+def _execute(
+    ds: lance.LanceDataset,
+    plan: _Plan,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    app_id: str | None,
+) -> AddedColumns:
+    version = int(ds.version)
+    fragment_ids = [int(f.fragment_id) for f in ds.get_fragments()]
+    job_id = uuid.uuid4().hex
+    done = False
+    try:
+        if fragment_ids:
+            task = _add_task(uri, version, plan.target, dict(storage), job_id, plan.keyed)
+            try:
+                results = plan.rows.mapInArrow(task, _RESULT_SCHEMA).collect()
+            except Exception as err:
+                raised = _worker_error(err)
+                if raised is None:
+                    raise
+                raise raised from err
+        else:
+            results = []
+        fragments, schema = _merged(ds, fragment_ids, results, plan.target, uri=uri)
+        rows = sum(int(r.rows) for r in results)
+        matched = sum(int(r.matched) for r in results)
+        metrics = {
+            "numAddedColumns": len(plan.target),
+            "numOutputRows": rows,
+            "numFiles": len(results),
+        }
+        if plan.keyed:
+            metrics["numMatchedRows"] = matched
+        new_version = _commit.commit(
+            uri,
+            lance.LanceOperation.Merge(fragments, schema),
+            read_version=version,
+            info=_commit.CommitInfo(
+                operation="ADD COLUMNS",
+                parameters=plan.parameters,
+                metrics=metrics,
+                app_id=app_id,
+            ),
+            storage=storage,
+        )
+        done = True
+    finally:
+        if done:
+            _files.finish_job(uri, job_id, storage=storage)
+        else:  # the job failed, or the commit: delete every file the tasks recorded
+            _files.abort_job(uri, job_id, [], storage=storage)
+    return AddedColumns(new_version, tuple(plan.target.names), rows, matched, len(results))
+
+
+def _merged(
+    ds: lance.LanceDataset,
+    fragment_ids: list[int],
+    results: list[Any],
+    target: pa.Schema,
+    *,
+    uri: str,
+) -> tuple[list[FragmentMetadata], LanceSchema]:
+    """Every fragment of the pinned version with its new data file, and the widened schema."""
+    by_id = {int(r.fragment_id): r for r in results}
+    if len(by_id) != len(results) or sorted(by_id) != sorted(fragment_ids):
+        raise LanceSparkError(
+            f"addColumns on {uri!r}: the job wrote files for fragments {sorted(by_id)} (some "
+            f"twice?) but version {ds.version} has fragments {sorted(fragment_ids)}; nothing "
+            "was committed"
+        )
+    widened = pa.schema([*ds.schema, *target], metadata=ds.schema.metadata)
+    if not results:  # an empty table: no fragment, so no task told the field ids
+        if LanceSchema.from_pyarrow(ds.schema) != ds.lance_schema:
+            raise SchemaMismatchError(
+                f"addColumns cannot add columns to the empty Lance table at {uri!r} whose "
+                "columns were dropped or re-added before; add them with "
+                "LanceDataset.add_columns"
+            )
+        return [], LanceSchema.from_pyarrow(widened)
+    schemas = [_decode_schema(text) for text in {str(r.schema) for r in results}]
+    schema = schemas[0]
+    if any(s != schema for s in schemas[1:]) or schema.to_pyarrow().names != widened.names:
+        raise LanceSparkError(
+            f"addColumns on {uri!r}: the tasks returned different schemas; nothing was committed"
+        )
+    return [FragmentMetadata.from_json(str(by_id[i].fragment)) for i in fragment_ids], schema
+
+
+def _worker_error(err: Exception) -> LanceSparkError | None:
+    """The connector's error a Python worker raised, as that error on the driver."""
+    match = _WORKER_ERROR.search(str(err))
+    cls = getattr(errors, match.group(1), None) if match else None
+    if match is None or not isinstance(cls, type) or not issubclass(cls, LanceSparkError):
+        return None
+    return cls(match.group(2))
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _resolve(name: str, names: Sequence[str]) -> str | None:
+    """``name`` among ``names``: exactly, else case-insensitively when unique (like Spark)."""
+    if name in names:
+        return name
+    folded = [n for n in names if n.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _encode_schema(schema: LanceSchema) -> str:
+    return base64.b64encode(pickle.dumps(schema)).decode("ascii")
+
+
+def _decode_schema(text: str) -> LanceSchema:
+    schema = pickle.loads(base64.b64decode(text))  # written by this job's own tasks
+    if not isinstance(schema, LanceSchema):
+        raise LanceSparkError(f"a task returned {type(schema).__name__}, not a LanceSchema")
+    return schema
+
+
+# --- the tasks ----------------------------------------------------------------------------------
+
+
+def _add_task(
+    uri: str,
+    version: int,
+    target: pa.Schema,
+    storage: dict[str, str],
+    job_id: str,
+    keyed: bool,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Each task: for each fragment it holds (all its live rows, in physical order), one new
+    data file with the new columns, written by ``merge_columns``."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out: dict[str, list[Any]] = {name: [] for name in _RESULT_ARROW.names}
+        runs = _fragment_runs(batches, keyed)
+        written: list[str] = []
+        ds: lance.LanceDataset | None = None
+        try:
+            for fragment_id, group in itertools.groupby(runs, key=lambda run: run[0]):
+                if ds is None:
+                    ds = _dataset.open_version(uri, version, storage=storage)
+                fragment = ds.get_fragment(fragment_id)
+                if fragment is None:
+                    raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
+                tally = _Tally()
+                values = _fragment_values(fragment_id, (b for _, b in group), target, keyed, tally)
+                reader = pa.RecordBatchReader.from_batches(target, values)
+                metadata, schema = fragment.merge_columns(reader)
+                old = {f.path for f in fragment.metadata.files}
+                paths = [f.path for f in metadata.files if f.path not in old]
+                written.extend(paths)
+                _files.record_task_files(uri, job_id, paths, storage=storage)
+                out["fragment_id"].append(fragment_id)
+                out["fragment"].append(json.dumps(metadata.to_json()))
+                out["schema"].append(_encode_schema(schema))
+                out["rows"].append(tally.rows)
+                out["matched"].append(tally.matched if keyed else tally.rows)
+        except BaseException:
+            # This attempt's files are nobody's: Spark may retry the task elsewhere.
+            _files.delete_files([_files.data_file_uri(uri, p) for p in written], storage=storage)
+            raise
+        if out["fragment_id"]:
+            yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
+
+    return run
+
+
+@dataclass
+class _Tally:
+    rows: int = 0
+    matched: int = 0
+
+
+def _fragment_runs(
+    batches: Iterable[pa.RecordBatch], keyed: bool
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Slices of consecutive rows of one fragment, with its id."""
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if keyed:
+            _check_no_duplicate(batch)
+        frags = batch.column(_FRAG).to_numpy(zero_copy_only=False)
+        bounds = [0, *(np.flatnonzero(frags[1:] != frags[:-1]) + 1).tolist(), batch.num_rows]
+        for start, end in itertools.pairwise(bounds):
+            yield int(frags[start]), batch.slice(start, end - start)
+
+
+def _check_no_duplicate(batch: pa.RecordBatch) -> None:
+    duplicate = batch.column(_DUPLICATE)
+    if pc.any(duplicate).as_py():
+        index = pc.index(duplicate, True).as_py()
+        key = batch.column(_KEY_TEXT)[index].as_py()
+        raise InvalidOptionError(
+            f"the DataFrame given to addColumns has the key {key} more than once; each key "
+            "must appear at most once"
+        )
+
+
+def _fragment_values(
+    fragment_id: int,
+    pieces: Iterable[pa.RecordBatch],
+    target: pa.Schema,
+    keyed: bool,
+    tally: _Tally,
+) -> Iterator[pa.RecordBatch]:
+    """The new columns of one fragment's live rows, checked to be in strict offset order."""
+    last = -1
+    for piece in pieces:
+        offsets = piece.column(_OFFSET).to_numpy(zero_copy_only=False)
+        if offsets[0] <= last or bool(np.any(np.diff(offsets) <= 0)):
+            raise LanceSparkError(
+                f"addColumns: the rows of fragment {fragment_id} are not in strict offset "
+                "order (a row twice?)"
+            )
+        last = int(offsets[-1])
+        tally.rows += piece.num_rows
+        if keyed:
+            tally.matched += int(pc.sum(piece.column(_MATCHED).cast(pa.int64())).as_py() or 0)
+        yield _types.conform_write_batch(piece.select(target.names), target)
