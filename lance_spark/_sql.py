@@ -22,11 +22,13 @@ from typing import Any
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 from sqlglot import expressions as exp
 
 from lance_spark import _dataset, _writer
 from lance_spark._options import parse_write_options
 from lance_spark._source import FORMAT_NAME, SessionDefaults, _normalise_uri
+from lance_spark._sql_targets import parse_sql, sql_string
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError
 
 _MARKER = "_lance_spark_sql_installed"
@@ -41,6 +43,7 @@ class CreateTable:
     location: str | None
     options: dict[str, str]
     if_not_exists: bool
+    query: str | None = None  # CREATE TABLE ... AS <query>
 
 
 def install(spark: SparkSession, defaults: SessionDefaults) -> None:
@@ -68,7 +71,9 @@ Handler = Callable[[SparkSession, Callable[..., DataFrame], str], DataFrame | No
 
 
 def _handlers() -> tuple[Handler, ...]:
-    return ()
+    from lance_spark import _sql_commands
+
+    return (_sql_commands.run_statement,)
 
 
 def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:
@@ -85,13 +90,14 @@ def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> 
 def parse(text: str) -> CreateTable | None:
     """The Lance statement in ``text``, or None when Spark should run it unchanged."""
     try:
-        tree = sqlglot.parse_one(text, read="spark")
+        tree = parse_sql(text)
     except sqlglot.errors.ParseError:
         return None
     if not isinstance(tree, exp.Create) or str(tree.args.get("kind", "")).upper() != "TABLE":
         return None
-    if not isinstance(tree.this, exp.Schema) or tree.expression is not None:
-        return None  # no column list (Spark calls the source itself), or CTAS
+    query = tree.expression
+    if query is None and not isinstance(tree.this, exp.Schema):
+        return None  # no column list and no query: Spark calls the source itself
     props = tree.args.get("properties")
     provider = location = None
     options: dict[str, str] = {}
@@ -104,18 +110,47 @@ def parse(text: str) -> CreateTable | None:
             options = {p.this.name: p.args["value"].name for p in prop.expressions}
     if (provider or "").lower() != FORMAT_NAME:
         return None
-    table = tree.this.this
+    table = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
     return CreateTable(
         name=table.sql(dialect="spark"),
         location=location,
         options=options,
         if_not_exists=bool(tree.args.get("exists")),
+        query=None if query is None else query.sql(dialect="spark"),
     )
+
+
+def _create_table_as(
+    spark: SparkSession, run: Callable[..., DataFrame], text: str, stmt: CreateTable, query: str
+) -> DataFrame:
+    """CTAS: Spark's own CTAS would call the writer without the LOCATION (Python data sources
+    get no path), so the query's rows are written to the location by the connector, then the
+    catalog entry is created."""
+    if stmt.location is None:
+        raise InvalidOptionError(
+            f"CREATE TABLE {stmt.name} USING lance AS SELECT ... needs LOCATION 'path'"
+        )
+    if spark.catalog.tableExists(stmt.name):
+        # IF NOT EXISTS: nothing to do; otherwise Spark raises TABLE_OR_VIEW_ALREADY_EXISTS.
+        return spark.createDataFrame([], StructType([])) if stmt.if_not_exists else run(text)
+    defaults: SessionDefaults = getattr(spark, _DEFAULTS)
+    uri = _normalise_uri(stmt.location)
+    storage = parse_write_options(stmt.options, session_storage=defaults.storage).storage
+    if _dataset.table_exists(uri, storage=storage):
+        raise InvalidOptionError(
+            f"CREATE TABLE {stmt.name} ... AS SELECT: a Lance table already exists at {uri!r}; "
+            f"register it with CREATE TABLE {stmt.name} USING lance LOCATION '{uri}' and "
+            "INSERT INTO it"
+        )
+    run(query).write.format(FORMAT_NAME).options(**stmt.options).mode("append").save(uri)
+    return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
 
 
 def _create_table(
     spark: SparkSession, run: Callable[..., DataFrame], text: str, stmt: CreateTable
 ) -> DataFrame:
+    if stmt.query is not None:
+        return _create_table_as(spark, run, text, stmt, stmt.query)
     if stmt.location is None:
         raise InvalidOptionError(
             f"CREATE TABLE {stmt.name} ... USING lance needs LOCATION 'path': the table lives "
@@ -152,8 +187,4 @@ def _create_table(
     run(f"DROP TABLE {stmt.name}")
     # OPTIONS were for creating the Lance table; storage options may hold secrets, which
     # must not be stored in the catalog.
-    return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {_q(uri)}")
-
-
-def _q(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")

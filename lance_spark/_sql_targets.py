@@ -3,13 +3,53 @@ identifier ``lance.`/data/pets.lance``` (also ``s3://...``). Anything else is no
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import sqlglot
 from pyspark.errors import AnalysisException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from sqlglot import expressions as exp
 
 from lance_spark._reader import uri_from_schema
 from lance_spark._source import FORMAT_NAME, _normalise_uri
-from lance_spark.table import LanceTable
+
+if TYPE_CHECKING:  # table imports the engine, which imports the SQL front
+    from lance_spark.table import LanceTable
+
+_SQLGLOT_LOG = logging.getLogger("sqlglot")
+
+
+def parse_sql(text: str) -> exp.Expr:
+    """``text`` parsed with sqlglot's Spark dialect (raises sqlglot's ParseError).
+
+    sqlglot logs a warning for every statement it can only keep as a raw command (VACUUM,
+    OPTIMIZE, ...); every ``spark.sql`` call passes through here, so those are silenced.
+    """
+    level = _SQLGLOT_LOG.level
+    _SQLGLOT_LOG.setLevel(logging.ERROR)
+    try:
+        return sqlglot.parse_one(text, read="spark")
+    finally:
+        _SQLGLOT_LOG.setLevel(level)
+
+
+def refresh_catalog_entry(
+    spark: SparkSession, run: Callable[..., DataFrame], table: exp.Table, uri: str
+) -> None:
+    """After a schema change, re-create a catalog table's entry: Spark keeps the columns it
+    was created with, and asks the data source again only for a new entry."""
+    if path_of(table) is not None:
+        return
+    name = table_name(table)
+    run(f"DROP TABLE {name}")
+    run(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
+
+
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def path_of(table: exp.Table) -> str | None:
@@ -22,6 +62,8 @@ def path_of(table: exp.Table) -> str | None:
 def lance_table(spark: SparkSession, table: exp.Table) -> LanceTable | None:
     """The Lance table ``table`` names, or None when it is not a Lance table (or absent):
     then the statement belongs to Spark."""
+    from lance_spark.table import LanceTable
+
     path = path_of(table)
     if path is not None:
         return LanceTable.forPath(spark, _normalise_uri(path))

@@ -22,6 +22,7 @@ __all__ = [
     "InvalidOptionError",
     "LanceSparkError",
     "SchemaMismatchError",
+    "SqlSyntaxError",
     "TableNotFoundError",
     "UnsupportedTypeError",
     "VersionNotFoundError",
@@ -46,6 +47,10 @@ class SchemaMismatchError(LanceSparkError, ValueError):
 
 class ColumnNotFoundError(LanceSparkError, ValueError):
     """A column named by the user does not exist in the table."""
+
+
+class SqlSyntaxError(LanceSparkError, ValueError):
+    """A SQL statement on a Lance table does not parse; the message says where."""
 
 
 class TableNotFoundError(LanceSparkError, ValueError):

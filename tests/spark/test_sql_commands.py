@@ -1,0 +1,188 @@
+"""SQL time travel, history, restore and maintenance statements on Lance tables, by catalog
+name and by path, each checked for its result and its effect on the table's versions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import lance
+import pytest
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import SparkSession
+
+from lance_spark import LanceTable, SqlSyntaxError
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def pets(spark: SparkSession, table_uri: str) -> Iterator[str]:
+    """Catalog table ``pets``: version 1 has ids 0-9, version 2 adds ids 10-14."""
+    spark.range(0, 10, numPartitions=2).selectExpr("id", "concat('v', id) AS label").write.format(
+        "lance"
+    ).mode("append").save(table_uri)
+    spark.range(10, 15).selectExpr("id", "concat('v', id) AS label").write.format("lance").mode(
+        "append"
+    ).save(table_uri)
+    spark.sql("DROP TABLE IF EXISTS pets")
+    spark.sql(f"CREATE TABLE pets USING lance LOCATION '{table_uri}'")
+    yield table_uri
+    spark.sql("DROP TABLE IF EXISTS pets")
+
+
+def _count(spark: SparkSession, sql: str) -> int:
+    return int(spark.sql(sql).collect()[0][0])
+
+
+def test_version_and_timestamp_as_of(spark: SparkSession, pets: str) -> None:
+    assert _count(spark, "SELECT count(*) FROM pets VERSION AS OF 1") == 10
+    assert _count(spark, "SELECT count(*) FROM pets VERSION AS OF 2") == 15
+    assert _count(spark, "SELECT count(*) FROM pets") == 15
+    v1 = lance.dataset(pets).versions()[0]["timestamp"].astimezone().isoformat()
+    assert _count(spark, f"SELECT count(*) FROM pets TIMESTAMP AS OF '{v1}'") == 10
+    assert _count(spark, f"SELECT count(*) FROM lance.`{pets}` VERSION AS OF 1") == 10
+
+
+def test_two_versions_of_one_table_joined(spark: SparkSession, pets: str) -> None:
+    rows = spark.sql(
+        "SELECT new.id FROM pets VERSION AS OF 2 new LEFT ANTI JOIN pets VERSION AS OF 1 old "
+        "ON new.id = old.id ORDER BY new.id"
+    ).collect()
+    assert [r.id for r in rows] == [10, 11, 12, 13, 14]
+    # Spark's own evaluation of the same question, on DataFrames of the two versions.
+    t = LanceTable.forPath(spark, pets)
+    expected = t.toDF(version=2).join(t.toDF(version=1), "id", "left_anti").orderBy("id")
+    assert [r.id for r in expected.collect()] == [r.id for r in rows]
+
+
+def test_path_identifier_in_a_query(spark: SparkSession, pets: str) -> None:
+    rows = spark.sql(f"SELECT label FROM lance.`{pets}` WHERE id = 3").collect()
+    assert [r.label for r in rows] == ["v3"]
+
+
+def test_describe_history(spark: SparkSession, pets: str) -> None:
+    rows = spark.sql("DESCRIBE HISTORY pets").collect()
+    assert [r.version for r in rows] == [2, 1]
+    assert [r.operation for r in rows] == ["WRITE", "CREATE TABLE"]
+    limited = spark.sql(f"DESCRIBE HISTORY lance.`{pets}` LIMIT 1").collect()
+    assert [r.version for r in limited] == [2]
+
+
+def test_restore_to_version_and_timestamp(spark: SparkSession, pets: str) -> None:
+    metrics = spark.sql("RESTORE TABLE pets TO VERSION AS OF 1").collect()
+    assert len(metrics) == 1
+    ds = lance.dataset(pets)
+    assert ds.version == 3 and ds.count_rows() == 10
+    assert _count(spark, "SELECT count(*) FROM pets") == 10
+    v2 = lance.dataset(pets, version=2).versions()[1]["timestamp"].astimezone().isoformat()
+    spark.sql(f"RESTORE pets TO TIMESTAMP AS OF '{v2}'")
+    assert lance.dataset(pets).version == 4 and lance.dataset(pets).count_rows() == 15
+    assert spark.sql("DESCRIBE HISTORY pets LIMIT 1").first().operation == "RESTORE"
+
+
+def test_optimize_and_vacuum(spark: SparkSession, pets: str) -> None:
+    fragments = len(lance.dataset(pets).get_fragments())
+    assert fragments >= 3
+    spark.sql("OPTIMIZE pets").collect()
+    ds = lance.dataset(pets)
+    assert len(ds.get_fragments()) == 1 and ds.count_rows() == 15
+    files_before = sorted(p.name for p in (Path(pets) / "data").iterdir())
+    dry = spark.sql("VACUUM pets RETAIN 0 HOURS DRY RUN").first()
+    assert dry.dry_run and dry.data_files_removed == fragments
+    assert sorted(p.name for p in (Path(pets) / "data").iterdir()) == files_before
+    spark.sql("VACUUM pets RETAIN 0 HOURS").collect()
+    assert len(os.listdir(Path(pets) / "data")) == 1
+    assert _count(spark, "SELECT count(*) FROM pets") == 15
+
+
+def test_add_columns_refreshes_the_catalog(spark: SparkSession, pets: str) -> None:
+    version = lance.dataset(pets).version
+    spark.sql("ALTER TABLE pets ADD COLUMNS (note STRING, score DOUBLE)")
+    ds = lance.dataset(pets)
+    assert ds.version == version + 1
+    assert ds.schema.names == ["id", "label", "note", "score"]
+    assert spark.table("pets").columns == ["id", "label", "note", "score"]
+    spark.sql("INSERT INTO pets VALUES (99, 'x', 'hello', 1.5)")
+    row = spark.sql("SELECT note, score FROM pets WHERE id = 99").first()
+    assert (row.note, row.score) == ("hello", 1.5)
+    assert _count(spark, "SELECT count(*) FROM pets WHERE note IS NULL") == 15
+    with pytest.raises(Exception, match="'label' already exists"):
+        spark.sql("ALTER TABLE pets ADD COLUMNS (label STRING)")
+
+
+def test_tags(spark: SparkSession, pets: str) -> None:
+    spark.sql("ALTER TABLE pets CREATE TAG `train-v1` AS OF VERSION 1")
+    spark.sql(f"ALTER TABLE lance.`{pets}` CREATE TAG latest")
+    assert lance.dataset(pets).tags.list()["train-v1"]["version"] == 1
+    assert lance.dataset(pets).tags.list()["latest"]["version"] == 2
+    assert _count(spark, "SELECT count(*) FROM pets VERSION AS OF 'train-v1'") == 10
+    spark.sql("ALTER TABLE pets DROP TAG `train-v1`")
+    assert "train-v1" not in lance.dataset(pets).tags.list()
+
+
+def test_create_index(spark: SparkSession, pets: str) -> None:
+    spark.sql("CREATE INDEX idx_id ON pets (id) USING BTREE")
+    spark.sql("CREATE INDEX label_idx ON pets (label) USING BITMAP")
+    names = sorted(i.name for i in lance.dataset(pets).describe_indices())
+    assert names == ["idx_id", "label_idx"]
+    assert spark.sql("SELECT label FROM pets WHERE id = 12").first().label == "v12"
+
+
+def test_create_table_as_select(spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "ctas.lance")
+    spark.sql("DROP TABLE IF EXISTS ctas")
+    spark.sql(
+        f"CREATE TABLE ctas USING lance LOCATION '{uri}' AS "
+        "SELECT id, id * 2 AS twice FROM range(7)"
+    )
+    ds = lance.dataset(uri)
+    assert ds.version == 1
+    assert sorted(ds.to_table().to_pydict()["twice"]) == [0, 2, 4, 6, 8, 10, 12]
+    assert _count(spark, "SELECT sum(twice) FROM ctas") == 42
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_ALREADY_EXISTS"):
+        spark.sql(f"CREATE TABLE ctas USING lance LOCATION '{uri}' AS SELECT 1 AS id")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS ctas USING lance LOCATION '{uri}' AS SELECT 1 AS id")
+    assert lance.dataset(uri).version == 1
+    spark.sql("DROP TABLE ctas")
+    with pytest.raises(ValueError, match="already exists at"):
+        spark.sql(f"CREATE TABLE ctas USING lance LOCATION '{uri}' AS SELECT 1 AS id")
+
+
+@pytest.mark.parametrize(
+    ("statement", "where"),
+    [
+        ("VACUUM pets RETAIN x HOURS", "at 'x' (line 1, column 20)"),
+        ("VACUUM pets RETAIN 5", "at the end of the statement"),
+        ("RESTORE TABLE pets TO VERSION 3", "expected VERSION AS OF or TIMESTAMP AS OF"),
+        ("DESCRIBE HISTORY pets LIMIT", "expected the number of versions"),
+        ("OPTIMIZE pets now", "unexpected input at 'now'"),
+        ("ALTER TABLE pets CREATE TAG", "expected a tag name"),
+        ("CREATE INDEX i ON pets id", "expected ("),
+    ],
+)
+def test_malformed_statements_say_what_and_where(
+    spark: SparkSession, pets: str, statement: str, where: str
+) -> None:
+    version = lance.dataset(pets).version
+    with pytest.raises(SqlSyntaxError) as caught:
+        spark.sql(statement)
+    assert where in str(caught.value)
+    assert "PARSE_SYNTAX_ERROR" in str(caught.value)
+    assert lance.dataset(pets).version == version
+
+
+def test_statements_on_other_tables_go_to_spark(spark: SparkSession, tmp_path: Path) -> None:
+    spark.sql("DROP TABLE IF EXISTS plain")
+    spark.sql(f"CREATE TABLE plain (id INT) USING parquet LOCATION '{tmp_path / 'plain'}'")
+    spark.sql("INSERT INTO plain VALUES (1)")
+    assert _count(spark, "SELECT count(*) FROM plain") == 1
+    with pytest.raises((AnalysisException, ParseException)) as ours:
+        spark.sql("SELECT * FROM plain VERSION AS OF 1")
+    assert "Lance" not in str(ours.value)
+    with pytest.raises(ParseException):
+        spark.sql("VACUUM plain")  # Spark has no VACUUM: its own parse error
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql("DESCRIBE HISTORY nowhere")
+    spark.sql("DROP TABLE plain")
