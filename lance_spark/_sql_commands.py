@@ -42,20 +42,10 @@ class _Tokenizer(Spark.Tokenizer):
 
 def run_statement(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     """Run ``text`` if it is one of this module's statements on a Lance table, else None."""
-    try:
-        tokens = [t for t in _Tokenizer().tokenize(text) if t.token_type != TokenType.SEMICOLON]
-    except sqlglot.errors.TokenError:
-        return None
-    if not tokens:
-        return None
-    first = _word(tokens[0])
-    if first in {"DESCRIBE", "RESTORE", "OPTIMIZE", "VACUUM", "ALTER", "CREATE"}:
-        result = _command(spark, run, text, tokens)
-        if result is not None:
-            return result
-    if first in {"SELECT", "WITH", "FROM", "("}:
-        return _time_travel(spark, run, text)
-    return None
+    result = _command(spark, run, text)
+    if result is not None:
+        return result
+    return _time_travel(spark, run, text)
 
 
 # --- Delta-style commands ---------------------------------------------------------------------
@@ -99,6 +89,13 @@ class _Cursor:
             raise self.error(f"expected {what} (a number)", statement)
         self.pos += 1
         return float(token.text)
+
+    def name_or_none(self) -> str | None:
+        token = self.peek()
+        if token is None or token.token_type in _PUNCTUATION | _LITERALS:
+            return None
+        self.pos += 1
+        return str(token.text)
 
     def string(self, statement: str, what: str) -> str:
         token = self.peek()
@@ -163,94 +160,197 @@ _GRAMMAR = {
 
 
 @dataclass(frozen=True)
-class _Target:
-    table: LanceTable
-    name: exp.Table
+class Command:
+    """A parsed Delta-style command. ``kind`` is one of the keys of ``_GRAMMAR`` (or
+    ``ADD COLUMNS``); ``error`` is set when the statement names a table but is malformed:
+    it is raised only if that table is a Lance table (otherwise Spark reports its own)."""
+
+    kind: str
+    table: exp.Table
+    args: tuple[tuple[str, Any], ...] = ()
+    error: SqlSyntaxError | None = None
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        return dict(self.args).get(name, default)
 
 
-def _command(spark: SparkSession, run: Run, text: str, tokens: list[Token]) -> DataFrame | None:
+def parse_command(text: str) -> Command | None:
+    """The Delta-style command in ``text``, or None when it is not one (no JVM needed)."""
+    try:
+        tokens = [t for t in _Tokenizer().tokenize(text) if t.token_type != TokenType.SEMICOLON]
+    except sqlglot.errors.TokenError:
+        return None
     cursor = _Cursor(text, tokens)
-    if cursor.accept("DESCRIBE", "HISTORY"):
-        target = _target(spark, cursor)
-        if target is None:
+    kind = _command_kind(cursor)
+    if kind is None:
+        return None
+    if kind == "CREATE INDEX":
+        index_name = cursor.name_or_none()
+        if index_name is None or not cursor.accept("ON"):
             return None
-        limit = None
-        if cursor.accept("LIMIT"):
-            limit = int(cursor.number("DESCRIBE HISTORY", "the number of versions"))
-        cursor.end("DESCRIBE HISTORY")
-        return target.table.history(limit)
-    if cursor.accept("RESTORE"):
-        cursor.accept("TABLE")
-        target = _target(spark, cursor)
-        if target is None:
-            return None
-        cursor.accept("TO")
-        if cursor.accept("VERSION", "AS", "OF"):
-            version = cursor.number("RESTORE", "a version")
-            cursor.end("RESTORE")
-            return target.table.restoreToVersion(int(version))
-        if cursor.accept("TIMESTAMP", "AS", "OF"):
-            timestamp = cursor.string("RESTORE", "a timestamp")
-            cursor.end("RESTORE")
-            return target.table.restoreToTimestamp(timestamp)
-        raise cursor.error("expected VERSION AS OF or TIMESTAMP AS OF", "RESTORE")
-    if cursor.accept("OPTIMIZE"):
-        target = _target(spark, cursor)
-        if target is None:
-            return None
-        cursor.end("OPTIMIZE")
-        return target.table.optimize().executeCompaction()
-    if cursor.accept("VACUUM"):
-        target = _target(spark, cursor)
-        if target is None:
-            return None
-        hours: float = 168
-        if cursor.accept("RETAIN"):
-            hours = cursor.number("VACUUM", "the retention in hours")
-            cursor.expect("HOURS", statement="VACUUM")
-        dry_run = cursor.accept("DRY", "RUN")
-        cursor.end("VACUUM")
-        return target.table.vacuum(hours, dryRun=dry_run)
-    if cursor.accept("ALTER", "TABLE"):
-        return _alter(spark, run, text, cursor)
-    if cursor.accept("CREATE", "INDEX"):
-        return _create_index(spark, cursor)
-    return None
-
-
-def _target(spark: SparkSession, cursor: _Cursor) -> _Target | None:
     table = cursor.table()
     if table is None:
         return None
-    found = lance_table(spark, table)
-    return None if found is None else _Target(found, table)
+    if kind == "ALTER TABLE":
+        if cursor.accept("CREATE", "TAG"):
+            kind = "CREATE TAG"
+        elif cursor.accept("DROP", "TAG"):
+            kind = "DROP TAG"
+        elif cursor.accept("ADD", "COLUMNS") or cursor.accept("ADD", "COLUMN"):
+            return Command("ADD COLUMNS", table)
+        else:
+            return None  # any other ALTER TABLE: Spark's
+    try:
+        args = _ARGUMENTS[kind](cursor)
+    except SqlSyntaxError as err:
+        return Command(kind, table, error=err)
+    if kind == "CREATE INDEX":
+        args = (("name", index_name), *args)
+    return Command(kind, table, args)
 
 
-def _alter(spark: SparkSession, run: Run, text: str, cursor: _Cursor) -> DataFrame | None:
-    target = _target(spark, cursor)
-    if target is None:
+def _command_kind(cursor: _Cursor) -> str | None:
+    if cursor.accept("DESCRIBE", "HISTORY"):
+        return "DESCRIBE HISTORY"
+    if cursor.accept("RESTORE"):
+        cursor.accept("TABLE")
+        return "RESTORE"
+    for kind in ("OPTIMIZE", "VACUUM"):
+        if cursor.accept(kind):
+            return kind
+    if cursor.accept("ALTER", "TABLE"):
+        return "ALTER TABLE"
+    if cursor.accept("CREATE", "INDEX"):
+        return "CREATE INDEX"
+    return None
+
+
+def _describe_history(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    limit = None
+    if cursor.accept("LIMIT"):
+        limit = int(cursor.number("DESCRIBE HISTORY", "the number of versions"))
+    cursor.end("DESCRIBE HISTORY")
+    return (("limit", limit),)
+
+
+def _restore(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    cursor.accept("TO")
+    if cursor.accept("VERSION", "AS", "OF"):
+        version = int(cursor.number("RESTORE", "a version"))
+        cursor.end("RESTORE")
+        return (("version", version),)
+    if cursor.accept("TIMESTAMP", "AS", "OF"):
+        timestamp = cursor.string("RESTORE", "a timestamp")
+        cursor.end("RESTORE")
+        return (("timestamp", timestamp),)
+    raise cursor.error("expected VERSION AS OF or TIMESTAMP AS OF", "RESTORE")
+
+
+def _optimize(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    cursor.end("OPTIMIZE")
+    return ()
+
+
+def _vacuum(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    hours: float = 168
+    if cursor.accept("RETAIN"):
+        hours = cursor.number("VACUUM", "the retention in hours")
+        cursor.expect("HOURS", statement="VACUUM")
+    dry_run = cursor.accept("DRY", "RUN")
+    cursor.end("VACUUM")
+    return (("hours", hours), ("dry_run", dry_run))
+
+
+def _create_tag(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    name = cursor.name("CREATE TAG", "a tag name")
+    version = None
+    if cursor.accept("AS", "OF", "VERSION"):
+        version = int(cursor.number("CREATE TAG", "a version"))
+    cursor.end("CREATE TAG")
+    return (("tag", name), ("version", version))
+
+
+def _drop_tag(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    name = cursor.name("DROP TAG", "a tag name")
+    cursor.end("DROP TAG")
+    return (("tag", name),)
+
+
+def _create_index(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    statement = "CREATE INDEX"
+    cursor.expect("(", statement=statement)
+    column = cursor.name(statement, "a column")
+    cursor.expect(")", statement=statement)
+    kind = "BTREE"
+    if cursor.accept("USING"):
+        kind = cursor.name(statement, "an index type")
+    params: dict[str, object] = {}
+    if cursor.accept("WITH"):
+        cursor.expect("(", statement=statement)
+        while True:
+            key = cursor.name(statement, "a parameter name")
+            cursor.expect("=", statement=statement)
+            token = cursor.peek()
+            if token is not None and token.token_type == TokenType.NUMBER:
+                value = cursor.number(statement, "a value")
+                params[key] = int(value) if value.is_integer() else value
+            else:
+                params[key] = cursor.string(statement, "a value")
+            if not cursor.accept(","):
+                break
+        cursor.expect(")", statement=statement)
+    cursor.end(statement)
+    return (("column", column), ("type", kind), ("params", params))
+
+
+_ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
+    "DESCRIBE HISTORY": _describe_history,
+    "RESTORE": _restore,
+    "OPTIMIZE": _optimize,
+    "VACUUM": _vacuum,
+    "CREATE TAG": _create_tag,
+    "DROP TAG": _drop_tag,
+    "CREATE INDEX": _create_index,
+}
+
+
+def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
+    command = parse_command(text)
+    if command is None:
         return None
-    if cursor.accept("CREATE", "TAG"):
-        name = cursor.name("CREATE TAG", "a tag name")
-        version = None
-        if cursor.accept("AS", "OF", "VERSION"):
-            version = int(cursor.number("CREATE TAG", "a version"))
-        cursor.end("CREATE TAG")
-        target.table.createTag(name, version)
-        return _no_rows(spark)
-    if cursor.accept("DROP", "TAG"):
-        name = cursor.name("DROP TAG", "a tag name")
-        cursor.end("DROP TAG")
-        target.table.deleteTag(name)
-        return _no_rows(spark)
-    if cursor.accept("ADD", "COLUMNS") or cursor.accept("ADD", "COLUMN"):
-        result = _add_columns(spark, text, target.table)
-        refresh_catalog_entry(spark, run, target.name, target.table.uri)
-        return result
-    return None  # any other ALTER TABLE: Spark's
+    table = lance_table(spark, command.table)
+    if table is None:
+        return None  # not a Lance table: Spark's result or error
+    if command.error is not None:
+        raise command.error
+    kind = command.kind
+    if kind == "DESCRIBE HISTORY":
+        return table.history(command.arg("limit"))
+    if kind == "RESTORE":
+        if command.arg("version") is not None:
+            return table.restoreToVersion(command.arg("version"))
+        return table.restoreToTimestamp(command.arg("timestamp"))
+    if kind == "OPTIMIZE":
+        return table.optimize().executeCompaction()
+    if kind == "VACUUM":
+        return table.vacuum(command.arg("hours"), dryRun=command.arg("dry_run"))
+    if kind == "CREATE TAG":
+        table.createTag(command.arg("tag"), command.arg("version"))
+    elif kind == "DROP TAG":
+        table.deleteTag(command.arg("tag"))
+    elif kind == "CREATE INDEX":
+        params = command.arg("params")
+        table.createIndex(
+            command.arg("column"), command.arg("type"), name=command.arg("name"), **params
+        )
+    elif kind == "ADD COLUMNS":
+        _add_columns(spark, text, table)
+        refresh_catalog_entry(spark, run, command.table, table.uri)
+    return _no_rows(spark)
 
 
-def _add_columns(spark: SparkSession, text: str, table: LanceTable) -> DataFrame:
+def _add_columns(spark: SparkSession, text: str, table: LanceTable) -> None:
+    """ALTER TABLE ... ADD COLUMNS: all-null columns, a metadata-only Lance commit."""
     tree = parse_sql(text)
     columns = [
         d
@@ -261,9 +361,8 @@ def _add_columns(spark: SparkSession, text: str, table: LanceTable) -> DataFrame
     ddl = ", ".join(column.sql(dialect="spark") for column in columns)
     schema = spark.createDataFrame([], ddl).schema
     ds = table._open()
-    clash = [
-        f.name for f in schema.fields if f.name.lower() in {n.lower() for n in ds.schema.names}
-    ]
+    existing = {n.lower() for n in ds.schema.names}
+    clash = [f.name for f in schema.fields if f.name.lower() in existing]
     if clash:
         raise SchemaMismatchError(
             f"ALTER TABLE ADD COLUMNS: column {clash[0]!r} already exists in the Lance table at "
@@ -273,41 +372,7 @@ def _add_columns(spark: SparkSession, text: str, table: LanceTable) -> DataFrame
     fields = _types.arrow_schema_for_new_table(
         pa.schema([f.remove_metadata() for f in arrow]), vector_sizes={}
     )
-    # Metadata only: Lance records the columns as all-null, no data file is written.
     ds.add_columns(_types.nullable_schema(fields))
-    return _no_rows(spark)
-
-
-def _create_index(spark: SparkSession, cursor: _Cursor) -> DataFrame | None:
-    name = cursor.name("CREATE INDEX", "an index name")
-    cursor.expect("ON", statement="CREATE INDEX")
-    target = _target(spark, cursor)
-    if target is None:
-        return None
-    cursor.expect("(", statement="CREATE INDEX")
-    column = cursor.name("CREATE INDEX", "a column")
-    cursor.expect(")", statement="CREATE INDEX")
-    kind = "BTREE"
-    if cursor.accept("USING"):
-        kind = cursor.name("CREATE INDEX", "an index type")
-    params: dict[str, object] = {}
-    if cursor.accept("WITH"):
-        cursor.expect("(", statement="CREATE INDEX")
-        while True:
-            key = cursor.name("CREATE INDEX", "a parameter name")
-            cursor.expect("=", statement="CREATE INDEX")
-            token = cursor.peek()
-            if token is not None and token.token_type == TokenType.NUMBER:
-                value = cursor.number("CREATE INDEX", "a value")
-                params[key] = int(value) if value.is_integer() else value
-            else:
-                params[key] = cursor.string("CREATE INDEX", "a value")
-            if not cursor.accept(","):
-                break
-        cursor.expect(")", statement="CREATE INDEX")
-    cursor.end("CREATE INDEX")
-    target.table.createIndex(column, kind, name=name, **params)
-    return _no_rows(spark)
 
 
 def _no_rows(spark: SparkSession) -> DataFrame:

@@ -1,0 +1,160 @@
+"""Parsing of the Delta-style SQL commands (no JVM): what is recognised, the arguments, the
+position in syntax errors, and what is left to Spark."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lance_spark._sql import parse as parse_create
+from lance_spark._sql_commands import parse_command
+from lance_spark._sql_targets import path_of
+
+
+def _args(text: str) -> tuple[str, str, dict[str, object]]:
+    command = parse_command(text)
+    assert command is not None, text
+    assert command.error is None, command.error
+    return command.kind, command.table.sql(dialect="spark"), dict(command.args)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "table", "args"),
+    [
+        ("DESCRIBE HISTORY pets", "DESCRIBE HISTORY", "pets", {"limit": None}),
+        ("describe history db.pets limit 3;", "DESCRIBE HISTORY", "db.pets", {"limit": 3}),
+        ("RESTORE TABLE pets TO VERSION AS OF 3", "RESTORE", "pets", {"version": 3}),
+        ("RESTORE pets VERSION AS OF 3", "RESTORE", "pets", {"version": 3}),
+        (
+            "RESTORE TABLE pets TO TIMESTAMP AS OF '2026-01-01 00:00:00'",
+            "RESTORE",
+            "pets",
+            {"timestamp": "2026-01-01 00:00:00"},
+        ),
+        ("OPTIMIZE pets", "OPTIMIZE", "pets", {}),
+        ("VACUUM pets", "VACUUM", "pets", {"hours": 168, "dry_run": False}),
+        ("VACUUM pets RETAIN 0.5 HOURS DRY RUN", "VACUUM", "pets", {"hours": 0.5, "dry_run": True}),
+        (
+            "ALTER TABLE pets CREATE TAG `train-v1`",
+            "CREATE TAG",
+            "pets",
+            {"tag": "train-v1", "version": None},
+        ),
+        (
+            "ALTER TABLE pets CREATE TAG v1 AS OF VERSION 2",
+            "CREATE TAG",
+            "pets",
+            {"tag": "v1", "version": 2},
+        ),
+        ("ALTER TABLE pets DROP TAG `train-v1`", "DROP TAG", "pets", {"tag": "train-v1"}),
+        ("ALTER TABLE pets ADD COLUMNS (note STRING)", "ADD COLUMNS", "pets", {}),
+        (
+            "CREATE INDEX idx_id ON pets (id) USING BTREE",
+            "CREATE INDEX",
+            "pets",
+            {"name": "idx_id", "column": "id", "type": "BTREE", "params": {}},
+        ),
+        (
+            "CREATE INDEX v_idx ON pets (v) USING IVF_PQ WITH (num_partitions = 2, metric = 'cosine')",
+            "CREATE INDEX",
+            "pets",
+            {
+                "name": "v_idx",
+                "column": "v",
+                "type": "IVF_PQ",
+                "params": {"num_partitions": 2, "metric": "cosine"},
+            },
+        ),
+    ],
+)
+def test_commands_and_arguments(text: str, kind: str, table: str, args: dict[str, object]) -> None:
+    assert _args(text) == (kind, table, args)
+
+
+def test_path_identifiers() -> None:
+    command = parse_command("VACUUM lance.`s3://bucket/my pets.lance` RETAIN 1 HOURS")
+    assert command is not None
+    assert path_of(command.table) == "s3://bucket/my pets.lance"
+    assert path_of(parse_command("OPTIMIZE lance.pets").table) == "pets"  # type: ignore[union-attr]
+    assert path_of(parse_command("OPTIMIZE db.pets").table) is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "VACUUM pets RETAIN x HOURS",
+            "expected the retention in hours (a number) at 'x' (line 1, column 20)",
+        ),
+        ("VACUUM pets RETAIN 5", "expected HOURS at the end of the statement"),
+        (
+            "RESTORE TABLE pets TO VERSION 3",
+            "expected VERSION AS OF or TIMESTAMP AS OF at 'VERSION'",
+        ),
+        ("RESTORE pets TO TIMESTAMP AS OF 5", "expected a timestamp (a quoted string) at '5'"),
+        ("DESCRIBE HISTORY pets LIMIT", "expected the number of versions"),
+        ("OPTIMIZE pets now", "unexpected input at 'now'"),
+        ("ALTER TABLE pets CREATE TAG", "expected a tag name at the end"),
+        ("CREATE INDEX i ON pets id", "expected ( at 'id'"),
+        ("CREATE INDEX i ON pets (id) WITH (k 1)", "expected = at '1'"),
+    ],
+)
+def test_malformed_commands_keep_the_error_for_a_lance_table(text: str, message: str) -> None:
+    command = parse_command(text)
+    assert command is not None and command.error is not None
+    assert message in str(command.error)
+    assert "PARSE_SYNTAX_ERROR" in str(command.error)
+    assert "Grammar:" in str(command.error)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT 1",
+        "DESCRIBE TABLE pets",
+        "DESCRIBE pets",
+        "ALTER TABLE pets RENAME TO cats",
+        "ALTER TABLE pets SET TBLPROPERTIES ('a' = 'b')",
+        "CREATE TABLE t (a INT) USING parquet",
+        "INSERT INTO pets VALUES (1)",
+        "VACUUM",
+        "OPTIMIZE 'x'",
+        "",
+    ],
+)
+def test_other_statements_are_not_commands(text: str) -> None:
+    assert parse_command(text) is None
+
+
+@given(st.text(max_size=60))
+def test_never_crashes_on_arbitrary_text(text: str) -> None:
+    command = parse_command(text)
+    assert command is None or command.kind in {
+        "DESCRIBE HISTORY",
+        "RESTORE",
+        "OPTIMIZE",
+        "VACUUM",
+        "CREATE TAG",
+        "DROP TAG",
+        "ADD COLUMNS",
+        "CREATE INDEX",
+    }
+
+
+@given(
+    st.floats(min_value=0, max_value=1e6, allow_nan=False).map(lambda f: round(f, 3)),
+    st.booleans(),
+)
+def test_vacuum_arguments_round_trip(hours: float, dry_run: bool) -> None:
+    text = f"VACUUM pets RETAIN {hours} HOURS" + (" DRY RUN" if dry_run else "")
+    assert _args(text)[2] == {"hours": hours, "dry_run": dry_run}
+
+
+def test_create_table_as_select_is_recognised() -> None:
+    statement = parse_create("CREATE TABLE p2 USING lance LOCATION '/x' AS SELECT 1 AS a")
+    assert statement is not None
+    assert statement.location == "/x" and statement.query == "SELECT 1 AS a"
+    assert parse_create("CREATE TABLE p2 USING parquet AS SELECT 1 AS a") is None
+    columns = parse_create("CREATE TABLE p3 (a INT) USING lance LOCATION '/y'")
+    assert columns is not None and columns.query is None
