@@ -41,7 +41,10 @@ DEFAULT_ROWS_PER_PARTITION = 1_000_000
 MIN_PARTITIONS = "min_partitions"
 DEFAULT_MIN_PARTITIONS = 0  # 0: the number of cores Spark reports, see _planning
 
-METADATA_COLUMN_NAMES = ("_rowid", "_rowaddr", "_fragid")
+# _row_created_at_version / _row_last_updated_at_version: the version that inserted / last
+# rewrote each row (Lance keeps them per fragment; what diff uses to tell updates apart).
+ROW_VERSION_COLUMNS = ("_row_created_at_version", "_row_last_updated_at_version")
+METADATA_COLUMN_NAMES = ("_rowid", "_rowaddr", "_fragid", *ROW_VERSION_COLUMNS)
 
 READ_KEYS = frozenset(
     {

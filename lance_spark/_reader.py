@@ -19,7 +19,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from lance_spark import _dataset, _types
 from lance_spark._filters import translate_filters
-from lance_spark._options import METADATA_COLUMN_NAMES, ReadOptions
+from lance_spark._options import METADATA_COLUMN_NAMES, ROW_VERSION_COLUMNS, ReadOptions
 from lance_spark._planning import FragmentInfo, FragmentSlice, LancePartition, plan_partitions
 from lance_spark.errors import ColumnNotFoundError, UnsupportedTypeError
 
@@ -193,7 +193,8 @@ def _scan(
     batch_size: int,
 ) -> Iterator[pa.RecordBatch]:
     kwargs: dict[str, Any] = {
-        "columns": columns,
+        # Lance returns the row version columns when they are asked for as columns.
+        "columns": [*columns, *(m for m in meta if m in ROW_VERSION_COLUMNS)],
         "batch_size": batch_size,
         "with_row_id": "_rowid" in meta,
         "with_row_address": "_rowaddr" in meta or "_fragid" in meta,

@@ -665,6 +665,46 @@ class LanceTable:
         ds.shallow_clone(target, reference, storage_options=self._storage or None)
         return LanceTable(self._spark, target, self._storage)
 
+    # --- change feed --------------------------------------------------------------------------
+
+    def diff(
+        self,
+        startVersion: int,
+        endVersion: int | None = None,
+        key: str | list[str] | tuple[str, ...] | None = None,
+    ) -> DataFrame:
+        """The rows changed by the versions after ``startVersion`` up to ``endVersion``
+        (None: the latest), like Delta's ``table_changes``.
+
+        The result has the table's columns (as of ``endVersion``; a column an older version
+        lacks reads as null) plus ``_change_type`` (``insert``, ``update_preimage``,
+        ``update_postimage``, ``delete``) and ``_commit_version``. Per commit: a row changed
+        by several versions in the range appears once per version. Rows are followed by
+        their stable row id (tables created by lance_spark have them); an update that keeps
+        every value is reported only for Lance ``Update`` commits, and a commit that just
+        moves rows (compaction) or adds an index reports nothing. ``startVersion`` 0 means
+        "before the first version".
+
+        ``key`` (a column or a list of columns identifying a row, needed for tables without
+        stable row ids): compare only the two versions, joined on the key, and report the
+        net change with ``_commit_version = endVersion``.
+
+        Example::
+
+            t.diff(1).where("_change_type != 'update_preimage'").show()
+            t.diff(3, 7, key="id").groupBy("_change_type").count().show()
+        """
+        from lance_spark import _diff
+
+        return _diff.diff(
+            self._spark,
+            uri=self._uri,
+            storage=self._storage,
+            start_version=startVersion,
+            end_version=endVersion,
+            key=key,
+        )
+
     # --- helpers ------------------------------------------------------------------------------
 
     def _open(self) -> lance.LanceDataset:

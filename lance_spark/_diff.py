@@ -1,0 +1,437 @@
+"""``LanceTable.diff``: the rows changed between two versions, like Delta's change data feed.
+
+Two modes, both evaluated by Spark (nothing of the table is collected to the driver):
+
+- **per commit** (tables with stable row ids, no ``key``): for every version ``v`` in
+  ``(start, end]`` the driver compares the fragment lists of ``v - 1`` and ``v`` (manifests
+  only) and Spark reads just the fragments that differ: those of ``v - 1`` that were removed
+  or got a new deletion file, those of ``v`` that are new or changed. A full outer join on
+  ``_rowid`` then classifies the rows: only before -> ``delete``, only after -> ``insert``,
+  on both sides with a column value that differs (or, for an ``Update`` commit, rewritten in
+  it: ``_row_last_updated_at_version = v``) -> ``update_preimage`` + ``update_postimage``.
+  Commits that change no fragment (indexes, config, tags) cost no scan; compaction moves rows
+  with their ids and values, so it shows nothing; a restore shows what it changed.
+- **by key** (``key`` given; the only mode for tables without stable row ids): the start and
+  end versions are joined on the key columns and compared the same way; the net change is
+  reported with ``_commit_version = end``.
+
+Columns are the end version's; a column a version lacks reads as null, a column the end
+version lacks is dropped, and update detection compares the columns both sides have (so a
+column added with values is not an update of every row). Maps are compared as JSON: the same
+entries in another order count as a change.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import lance
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+)
+
+from lance_spark import _dataset, _session
+from lance_spark._options import TimeTravel
+from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, VersionNotFoundError
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+INSERT = "insert"
+DELETE = "delete"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+
+_ROWID = "_rowid"
+_UPDATED_AT = "_row_last_updated_at_version"
+_P = "__lance_spark_diff"  # prefix of the join's working columns
+_BEFORE = f"{_P}_in_before"
+_AFTER = f"{_P}_in_after"
+_REWRITTEN = f"{_P}_rewritten"
+_VERSION_B = f"{_P}_b_version"
+_VERSION_A = f"{_P}_a_version"
+# More fragment ranges than this in a scan filter: read the whole version instead.
+_MAX_FILTER_RANGES = 256
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One version's rows to compare (its columns, the identity and working columns)."""
+
+    rows: DataFrame
+    columns: Mapping[str, DataType]  # the version's columns (Spark types)
+
+
+@dataclass(frozen=True)
+class _Commit:
+    """What one reported version changed: the rows before it and after it to compare."""
+
+    version: int
+    before: _Side
+    after: _Side
+
+
+def diff(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    start_version: int,
+    end_version: int | None,
+    key: str | Sequence[str] | None,
+) -> DataFrame:
+    """Changed rows in ``(start_version, end_version]`` with ``_change_type`` and
+    ``_commit_version``; ``end_version`` None: the latest version.
+
+    ``start_version`` 0 means "before the first version" (every row of version 1 is an
+    insert). With ``key``, the net change between the two versions, matched on the key.
+    """
+    latest = _dataset.open_latest(uri, storage=storage)
+    start, end = _versions(latest, uri=uri, start=start_version, end=end_version)
+    read = _Reader(spark, uri, storage)
+    target = _spark_columns(read(end, (), None))
+    reserved = [c for c in (CHANGE_TYPE, COMMIT_VERSION) if c in target]
+    if reserved:
+        raise InvalidOptionError(
+            f"the Lance table at {uri!r} has a column named {reserved[0]!r}, which diff() "
+            "adds to its result; rename the column to use diff()"
+        )
+    if key is not None:
+        return _by_key(read, uri=uri, start=start, end=end, key=key, target=target)
+    if not latest.has_stable_row_ids:  # a table's row ids are stable from its creation on
+        raise InvalidOptionError(
+            f"the Lance table at {uri!r} has no stable row ids, so diff() cannot follow rows "
+            "from commit to commit; pass key=<column> (or a list of columns) that identifies "
+            "a row to compare the two versions by key (tables created by lance_spark have "
+            "stable row ids)"
+        )
+    existing = {int(info["version"]) for info in latest.versions()}
+    return _per_commit(
+        read, uri=uri, storage=storage, start=start, end=end, target=target, existing=existing
+    )
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+
+def _versions(
+    latest: lance.LanceDataset, *, uri: str, start: int, end: int | None
+) -> tuple[int, int]:
+    start = _version_number(start, "startVersion")
+    if start != 0:  # 0: before the first version
+        _dataset.resolve_version(latest, TimeTravel(version=start), uri=uri)
+    if end is None:
+        resolved_end = int(latest.version)
+    else:
+        travel = TimeTravel(version=_version_number(end, "endVersion"))
+        resolved_end = _dataset.resolve_version(latest, travel, uri=uri)
+    if start >= resolved_end:
+        raise InvalidOptionError(
+            f"diff startVersion={start} must be smaller than endVersion={resolved_end} "
+            "(changes are reported for the versions after startVersion, up to endVersion)"
+        )
+    return start, resolved_end
+
+
+def _version_number(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidOptionError(f"diff {name}={value!r} is not a version number (an int >= 0)")
+    return value
+
+
+# --- per commit (stable row ids) ------------------------------------------------------------------
+
+
+def _per_commit(
+    read: _Reader,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    start: int,
+    end: int,
+    target: Mapping[str, DataType],
+    existing: set[int],
+) -> DataFrame:
+    missing = [v for v in range(max(start, 1), end + 1) if v not in existing]
+    if missing:
+        raise VersionNotFoundError(
+            f"diff of the Lance table at {uri!r} needs every version from {max(start, 1)} to "
+            f"{end}, but versions {', '.join(map(str, missing))} no longer exist (vacuumed); "
+            "diff a later range, or pass key= to compare just the two versions"
+        )
+    commits: list[_Commit] = []
+    before = None if start == 0 else _dataset.open_version(uri, start, storage=storage)
+    for version in range(start + 1, end + 1):
+        after = _dataset.open_version(uri, version, storage=storage)
+        old = {} if before is None else _fragments(before)
+        new = _fragments(after)
+        removed = {i for i, meta in old.items() if new.get(i) != meta}
+        added = {i for i, meta in new.items() if old.get(i) != meta}
+        if removed or added:
+            after_rows = _fragment_rows(read, version, (_ROWID, _UPDATED_AT), added, set(new))
+            if before is None:
+                before_rows = after_rows.drop(_UPDATED_AT).where(F.lit(False))
+            else:
+                before_rows = _fragment_rows(read, version - 1, (_ROWID,), removed, set(old))
+            rewritten = (
+                F.col(_UPDATED_AT) == F.lit(version)
+                if _operation(after, version) == "Update"
+                else F.lit(False)
+            )
+            after_rows = after_rows.withColumn(_REWRITTEN, rewritten)
+            commits.append(_Commit(version, _side(before_rows), _side(after_rows)))
+        before = after
+    if not commits:
+        return _empty(read(end, (), None), target)
+    return _changes(commits, ids=[_ROWID], target=target, null_safe=False)
+
+
+def _fragments(ds: lance.LanceDataset) -> dict[int, object]:
+    """Fragment id -> its metadata (files, deletion file, row ids): equal means unchanged."""
+    return {int(f.fragment_id): f.metadata.to_json() for f in ds.get_fragments()}
+
+
+def _fragment_rows(
+    read: _Reader, version: int, metadata: Sequence[str], ids: set[int], every: set[int]
+) -> DataFrame:
+    """The rows of ``version`` in fragments ``ids`` (of ``every`` fragment it has)."""
+    if not ids:  # Spark prunes the scan of an always-false filter
+        return read(version, metadata, None).where(F.lit(False))
+    return read(version, metadata, _fragment_filter(ids, every))
+
+
+def _fragment_filter(ids: set[int], every: set[int]) -> str | None:
+    """A Lance filter keeping the rows of fragments ``ids`` (None: no filter needed)."""
+    if ids >= every:
+        return None
+    ranges: list[tuple[int, int]] = []
+    for i in sorted(ids):
+        if ranges and ranges[-1][1] == i:
+            ranges[-1] = (ranges[-1][0], i + 1)
+        else:
+            ranges.append((i, i + 1))
+    if len(ranges) > _MAX_FILTER_RANGES:
+        return None
+    return " OR ".join(f"(_rowaddr >= {lo << 32} AND _rowaddr < {hi << 32})" for lo, hi in ranges)
+
+
+def _operation(ds: lance.LanceDataset, version: int) -> str | None:
+    """The Lance operation that committed ``version`` (None: no readable transaction)."""
+    try:
+        tx = ds.read_transaction(version)
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return None if tx is None else type(tx.operation).__name__
+
+
+# --- by key ---------------------------------------------------------------------------------------
+
+
+def _by_key(
+    read: _Reader,
+    *,
+    uri: str,
+    start: int,
+    end: int,
+    key: str | Sequence[str],
+    target: Mapping[str, DataType],
+) -> DataFrame:
+    keys = [key] if isinstance(key, str) else list(key)
+    if not keys or not all(isinstance(k, str) and k for k in keys):
+        raise InvalidOptionError(f"diff key={key!r} must be a column name or a list of them")
+    if len(set(keys)) != len(keys):
+        raise InvalidOptionError(f"diff key={key!r} names a column twice")
+    after_rows = read(end, (), None)
+    before_rows = after_rows.where(F.lit(False)) if start == 0 else read(start, (), None)
+    for version, rows in ((end, after_rows), (start, before_rows)):
+        names = rows.columns
+        unknown = [k for k in keys if k not in names]
+        if unknown:
+            raise ColumnNotFoundError(
+                f"diff key column {unknown[0]!r} does not exist in version {version} of the "
+                f"Lance table at {uri!r}; columns: {', '.join(names)}"
+            )
+    commit = _Commit(
+        end,
+        _side(_unique(before_rows, keys, start, uri)),
+        _side(_unique(after_rows, keys, end, uri).withColumn(_REWRITTEN, F.lit(False))),
+    )
+    return _changes([commit], ids=keys, target=target, null_safe=True)
+
+
+def _unique(rows: DataFrame, keys: list[str], version: int, uri: str) -> DataFrame:
+    """``rows`` with a check, evaluated by the job, that no key value occurs twice."""
+    message = (
+        f"diff key ({', '.join(keys)}) is not unique in version {version} of the Lance table "
+        f"at {uri}: a key must identify one row"
+    )
+    count = F.count(F.lit(1)).over(Window.partitionBy(*[F.col(_quote(k)) for k in keys]))
+    check = F.when(count > 1, F.raise_error(F.lit(message)))
+    return rows.withColumn(f"{_P}_check", check)
+
+
+# --- the comparison -------------------------------------------------------------------------------
+
+
+def _side(rows: DataFrame) -> _Side:
+    return _Side(rows, {f.name: f.dataType for f in rows.schema.fields})
+
+
+def _changes(
+    commits: Sequence[_Commit],
+    *,
+    ids: list[str],
+    target: Mapping[str, DataType],
+    null_safe: bool,
+) -> DataFrame:
+    """One row per change, ``target``'s columns: every commit's before and after rows in ONE
+    full outer join on (version, ``ids``), so the whole range is one shuffle."""
+    names = list(target)
+
+    def project(side: _Side, tag: str, marker: str, extra: list[Column]) -> DataFrame:
+        cols = [F.col(_quote(k)).alias(f"{_P}_{tag}_id{i}") for i, k in enumerate(ids)]
+        for i, name in enumerate(names):
+            value = (
+                F.col(_quote(name)).cast(target[name])
+                if name in side.columns
+                else F.lit(None).cast(target[name])
+            )
+            cols.append(value.alias(f"{_P}_{tag}{i}"))
+        check = f"{_P}_check"
+        present = F.lit(True)
+        if check in side.rows.columns:  # the key check: evaluated whenever the row is used
+            present = F.coalesce(F.col(check).cast("boolean"), present)
+        return side.rows.select(*cols, *extra, present.alias(marker))
+
+    left = functools.reduce(
+        DataFrame.unionAll,
+        [project(c.before, "b", _BEFORE, [F.lit(c.version).alias(_VERSION_B)]) for c in commits],
+    )
+    right = functools.reduce(
+        DataFrame.unionAll,
+        [
+            project(c.after, "a", _AFTER, [F.col(_REWRITTEN), F.lit(c.version).alias(_VERSION_A)])
+            for c in commits
+        ],
+    )
+    condition = functools.reduce(
+        Column.__and__,
+        [
+            F.col(_VERSION_B) == F.col(_VERSION_A),
+            *[
+                F.col(f"{_P}_b_id{i}").eqNullSafe(F.col(f"{_P}_a_id{i}"))
+                if null_safe
+                else F.col(f"{_P}_b_id{i}") == F.col(f"{_P}_a_id{i}")
+                for i in range(len(ids))
+            ],
+        ],
+    )
+    joined = left.join(right, condition, "full_outer")
+    in_before = F.col(_BEFORE).isNotNull()
+    in_after = F.col(_AFTER).isNotNull()
+    differs = functools.reduce(
+        Column.__or__,
+        [
+            (
+                ~_comparable(F.col(f"{_P}_b{i}"), target[name]).eqNullSafe(
+                    _comparable(F.col(f"{_P}_a{i}"), target[name])
+                )
+            )
+            & _compared(commits, name)
+            for i, name in enumerate(names)
+            if name not in ids
+        ],
+        F.lit(False),
+    )
+    updated = in_before & in_after & (differs | F.coalesce(F.col(_REWRITTEN), F.lit(False)))
+
+    def image(tag: str, keep: Column, kind: Column) -> Column:
+        fields = [F.col(f"{_P}_{tag}{i}").alias(name) for i, name in enumerate(names)]
+        version = F.col(f"{_P}_{tag}_version").cast(LongType()).alias(COMMIT_VERSION)
+        return F.when(keep, F.struct(*fields, kind.alias(CHANGE_TYPE), version))
+
+    old = image(
+        "b",
+        in_before & (~in_after | updated),
+        F.when(in_after, F.lit(UPDATE_PREIMAGE)).otherwise(F.lit(DELETE)),
+    )
+    new = image(
+        "a",
+        in_after & (~in_before | updated),
+        F.when(in_before, F.lit(UPDATE_POSTIMAGE)).otherwise(F.lit(INSERT)),
+    )
+    images = F.filter(F.array(old, new), lambda s: s.isNotNull())
+    return joined.select(F.inline(images))
+
+
+def _compared(commits: Sequence[_Commit], name: str) -> Column:
+    """Whether ``name`` takes part in the comparison: only where both versions have it."""
+    both = [c.version for c in commits if name in c.before.columns and name in c.after.columns]
+    if len(both) == len(commits):
+        return F.lit(True)
+    if not both:
+        return F.lit(False)
+    return F.col(_VERSION_A).isin(both)
+
+
+def _comparable(column: Column, data_type: DataType) -> Column:
+    """Spark cannot compare maps: those (and types holding them) are compared as JSON."""
+    return F.to_json(F.struct(column.alias("v"))) if _has_map(data_type) else column
+
+
+def _has_map(data_type: DataType) -> bool:
+    if isinstance(data_type, MapType):
+        return True
+    if isinstance(data_type, ArrayType):
+        return _has_map(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return any(_has_map(f.dataType) for f in data_type.fields)
+    return False
+
+
+def _empty(rows: DataFrame, target: Mapping[str, DataType]) -> DataFrame:
+    return rows.where(F.lit(False)).select(
+        *[F.col(_quote(n)) for n in target],
+        F.lit(None).cast(StringType()).alias(CHANGE_TYPE),
+        F.lit(None).cast(LongType()).alias(COMMIT_VERSION),
+    )
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """Reads versions of one table through the connector."""
+
+    spark: SparkSession
+    uri: str
+    storage: Mapping[str, str]
+
+    def __call__(
+        self, version: int, metadata: Sequence[str], lance_filter: str | None
+    ) -> DataFrame:
+        """``version``'s rows, with ``metadata`` columns, filtered by ``lance_filter``."""
+        reader = _session.lance_reader(self.spark, self.storage).option("version", version)
+        if metadata:
+            reader = reader.option("metadata_columns", ",".join(metadata))
+        if lance_filter is not None:
+            # A few fragments of the version: tasks by rows (not by cores) is enough.
+            reader = reader.option("filter", lance_filter).option("min_partitions", 1)
+        return reader.load(self.uri)
+
+
+def _spark_columns(rows: DataFrame) -> dict[str, DataType]:
+    return {f.name: f.dataType for f in rows.schema.fields}
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
