@@ -71,9 +71,10 @@ Handler = Callable[[SparkSession, Callable[..., DataFrame], str], DataFrame | No
 
 
 def _handlers() -> tuple[Handler, ...]:
-    from lance_spark import _sql_commands
+    from lance_spark import _sql_commands, _sql_dml
 
-    return (_sql_commands.run_statement,)
+    # DML first: WITH ... MERGE INTO is a statement, not a query to time-travel.
+    return (_sql_dml.run_statement, _sql_commands.run_statement)
 
 
 def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:

@@ -69,6 +69,10 @@ def lance_table(spark: SparkSession, table: exp.Table) -> LanceTable | None:
         return LanceTable.forPath(spark, _normalise_uri(path))
     name = table_name(table)
     try:
+        if str(spark.catalog.getTable(name).tableType).upper() in ("VIEW", "TEMPORARY"):
+            # A view's schema carries the Lance table's path too, but a statement on a view
+            # (which may filter or project the table) is not one on the whole table.
+            return None
         schema = spark.table(name).schema
     except AnalysisException:
         return None  # not found: Spark's own error will say so
