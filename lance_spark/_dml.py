@@ -345,17 +345,20 @@ def _commit_changes(
         "numAddedFragments": counts.written_fragments,
     }
     evolved = change.write_schema is not None and change.write_schema != target.schema
+    read_version = target.version
     operation: lance.LanceOperation.BaseOperation
-    if evolved and change.write_schema is not None:
+    if evolved and change.write_schema is not None and not outcome.removed:
         operation = _merge_op(target, outcome, change.write_schema, storage)
+    elif evolved and change.write_schema is not None:
+        # Lance's Merge must list every fragment of the version it reads, so it cannot drop
+        # the fragments this change empties. Add the columns first (metadata only, a version
+        # of its own), then commit an Update, which may drop fragments, on that version.
+        read_version = _add_null_columns(target, change.write_schema, storage)
+        operation = _update_op(outcome)
     elif not outcome.new:
         operation = lance.LanceOperation.Delete(outcome.updated, outcome.removed, change.predicate)
     else:
-        operation = lance.LanceOperation.Update(
-            removed_fragment_ids=outcome.removed,
-            updated_fragments=outcome.updated,
-            new_fragments=outcome.new,
-        )
+        operation = _update_op(outcome)
     info = _commit.CommitInfo(
         operation=change.operation,
         parameters=change.parameters,
@@ -363,8 +366,23 @@ def _commit_changes(
         app_id=app_id,
     )
     return _commit.commit(
-        target.uri, operation, read_version=target.version, info=info, storage=storage
+        target.uri, operation, read_version=read_version, info=info, storage=storage
     )
+
+
+def _update_op(outcome: _Outcome) -> lance.LanceOperation.BaseOperation:
+    return lance.LanceOperation.Update(
+        removed_fragment_ids=outcome.removed,
+        updated_fragments=outcome.updated,
+        new_fragments=outcome.new,
+    )
+
+
+def _add_null_columns(target: Pinned, schema: pa.Schema, storage: Mapping[str, str]) -> int:
+    """Add ``schema``'s columns the table lacks as all-null columns; returns the version."""
+    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    ds.add_columns(pa.schema([f for f in schema if f.name not in target.schema.names]))
+    return int(ds.version)
 
 
 def _merge_op(
