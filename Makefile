@@ -3,12 +3,14 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+BENCH_ROWS ?= 5000000
+BENCH_RUNS ?= 5
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR := $(abspath conf)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit lint clean java venv
+.PHONY: help demo bench test test-unit lint clean java venv
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,6 +30,9 @@ java: ## Check for Java 17+ (installs OpenJDK 17 with apt when missing and runni
 demo: $(STAMP) java ## Run the walkthrough ("a time machine with Lance") on local Spark and local files
 	$(PY) notebooks/time_machine.py
 
+bench: $(STAMP) java ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
+	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
+
 test: $(STAMP) java ## Run every test: unit, Spark, standalone cluster and S3 (moto)
 	$(PY) -m pytest
 
@@ -35,9 +40,9 @@ test-unit: $(STAMP) ## Run the fast tests that need no JVM
 	$(PY) -m pytest tests/unit
 
 lint: $(STAMP) ## ruff and mypy
-	$(VENV)/bin/ruff check lance_spark tests notebooks
-	$(VENV)/bin/ruff format --check lance_spark tests notebooks
-	$(VENV)/bin/mypy lance_spark
+	$(VENV)/bin/ruff check lance_spark tests notebooks benchmarks
+	$(VENV)/bin/ruff format --check lance_spark tests notebooks benchmarks
+	$(VENV)/bin/mypy lance_spark benchmarks
 
 clean: ## Remove the venv, caches and generated data
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data

@@ -1,0 +1,1031 @@
+"""Side-by-side benchmark of the ``lance`` data source against Spark's Parquet.
+
+``python -m benchmarks.run --rows 5000000 --runs 5 --out BENCHMARKS.md [--work-dir DIR]``
+(``make bench``) generates deterministic data, writes it as Parquet with Spark and as Lance
+with the connector, then times every case in ONE Spark session: a warm-up run of each side,
+then ``--runs`` runs of each, alternating which side goes first (Lance first on even runs,
+the baseline first on odd ones). It reports the medians and the median of the per-run ratios
+Lance / baseline against the targets, and writes them as Markdown.
+
+``main(argv, spark=session)`` runs on an existing session (the smoke test does); the CLI
+starts its own ``local[2]`` session. Nothing is written inside the repository except
+``--out``: the tables live in a fresh directory under ``--work-dir`` (default: the system's
+temporary directory), deleted at the end unless ``--keep-data``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, cast
+
+import lance
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import lance_spark
+from lance_spark import LanceTable
+
+REPO = Path(__file__).resolve().parent.parent
+VECTOR_SIZE = 32
+LABEL_COUNT = 50
+VECTOR_OPTION = "vector.arrow.fixed-size-list.size"
+MIN_ROWS = 1_000
+MIB = 1024 * 1024
+
+BASE_LANCE = "base.lance"
+BASE_PARQUET = "base.parquet"
+INDEXED_LANCE = "indexed.lance"
+
+PARQUET = "Parquet"
+LANCE_CURRENT = "Lance, current version"
+
+FULL_SCAN = "full scan"
+PROJECTION = "projected scan (id, x)"
+FILTER_NO_INDEX = "selective filter 0.1% on id, no index"
+FILTER_BTREE = "selective filter 0.1% on id, BTREE index"
+POINT_LOOKUP = "point lookup on id, BTREE index"
+APPEND = "append write (rows/10)"
+OVERWRITE = "overwrite write (all rows)"
+MERGE = "MERGE 1% upsert vs full Parquet rewrite"
+OLD_VERSION = "old-version read vs current-version read"
+COUNT_ROWS = "countRows() vs count()"
+
+CASE_NAMES = (
+    FULL_SCAN,
+    PROJECTION,
+    FILTER_NO_INDEX,
+    FILTER_BTREE,
+    POINT_LOOKUP,
+    COUNT_ROWS,
+    OLD_VERSION,
+    APPEND,
+    OVERWRITE,
+    MERGE,
+)
+
+# Upper bounds on the median per-run ratio Lance / baseline (None: reported, no target).
+TARGETS: dict[str, float | None] = {
+    FULL_SCAN: 0.9,
+    PROJECTION: 0.9,
+    FILTER_NO_INDEX: 1.5,
+    FILTER_BTREE: 0.5,
+    POINT_LOOKUP: 0.1,
+    APPEND: 0.9,
+    OVERWRITE: None,
+    MERGE: 0.2,
+    OLD_VERSION: 1.05,
+    COUNT_ROWS: 0.1,
+}
+
+METHODS: dict[str, str] = {
+    FULL_SCAN: 'every column of the table to the `noop` sink (`df.write.format("noop")`).',
+    PROJECTION: 'Lance `.option("columns", "id,x")` vs Parquet `.select("id", "x")`, to `noop`.',
+    FILTER_NO_INDEX: (
+        "`id >= lo AND id < lo + rows/1000` (pushed down to Lance), to `noop`; "
+        "`lo` changes every run, the same on both sides."
+    ),
+    FILTER_BTREE: (
+        "the same filter on a copy of the Lance table with a BTREE index on `id` "
+        "(`LanceTable.createIndex`); the Parquet side is the same filter on the same Parquet."
+    ),
+    POINT_LOOKUP: '`.filter("id = k").collect()` (one row), Lance table with the BTREE index.',
+    COUNT_ROWS: (
+        "`table.countRows()` vs `spark.read.parquet(p).count()`; `table = "
+        "LanceTable.forPath(spark, uri)` is made once, outside the timed region (a LanceTable "
+        "holds no state: every `countRows()` opens the table anew)."
+    ),
+    OLD_VERSION: (
+        "full scan (to `noop`) of version N-1 vs version N of one Lance table, both with all "
+        "rows (N overwrote N-1 with new data of the same shape). The ratio is Lance old / "
+        "Lance current, not vs Parquet."
+    ),
+    APPEND: (
+        '`mode("append")` of rows/10 new generated rows into a copy of each table; after '
+        "every run (untimed) the Lance copy is restored (`restoreToVersion` + `vacuum(0)`) and "
+        "the new Parquet files are deleted."
+    ),
+    OVERWRITE: (
+        '`mode("overwrite")` with all rows (generated) on a table of the same size; the '
+        "old Lance files are vacuumed after every run (untimed)."
+    ),
+    MERGE: (
+        "rows/100 source rows, half matching existing ids (updates), half new (inserts). Lance: "
+        "`merge(...).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()` on a copy, "
+        "restored after every run (untimed). Parquet: read the table, left-anti join with "
+        "the source, union the source, write to a new path (deleted after every run)."
+    ),
+}
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """Wall-clock seconds of the measured runs of one case (the warm-up excluded)."""
+
+    name: str
+    lance_seconds: tuple[float, ...]
+    baseline_seconds: tuple[float, ...]
+    baseline: str = PARQUET
+
+    @property
+    def target(self) -> float | None:
+        return TARGETS[self.name]
+
+    @property
+    def lance_median(self) -> float:
+        return statistics.median(self.lance_seconds)
+
+    @property
+    def baseline_median(self) -> float:
+        return statistics.median(self.baseline_seconds)
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(
+            lance_s / max(base_s, 1e-9)
+            for lance_s, base_s in zip(self.lance_seconds, self.baseline_seconds, strict=True)
+        )
+
+    @property
+    def ratio_median(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def holds(self) -> bool | None:
+        return None if self.target is None else self.ratio_median <= self.target
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """Python worker processes observed during the writes of one side of a write case."""
+
+    write: str
+    writes: int
+    measured: bool  # False without /proc
+    active_workers: int  # the most Python workers that used CPU during one write
+    peak_worker_mib: float
+    peak_total_mib: float
+    worker_cpu_seconds: float
+
+
+@dataclass(frozen=True)
+class Machine:
+    cpu_model: str
+    cores: int
+    memory_gib: float
+    os: str
+    python: str
+    java: str
+    pyspark: str
+    pylance: str
+    pyarrow: str
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    rows: int
+    lance_fragments: int
+    lance_mib: float
+    parquet_files: int
+    parquet_mib: float
+
+
+@dataclass(frozen=True)
+class Report:
+    command: str
+    date: str
+    runs: int
+    master: str
+    machine: Machine
+    data: DataInfo
+    cases: tuple[CaseResult, ...]
+    memory: tuple[MemoryResult, ...]
+
+
+# --- timing ---------------------------------------------------------------------------------
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a case. ``run(trial)`` is timed (trial 0 is the warm-up); ``check()``
+    (after the warm-up only) and ``reset()`` (after every run) are not."""
+
+    run: Callable[[int], object]
+    check: Callable[[], None] = _nothing
+    reset: Callable[[], None] = _nothing
+
+
+def _timed(side: Side, trial: int) -> float:
+    start = time.perf_counter()
+    side.run(trial)
+    elapsed = time.perf_counter() - start
+    if trial == 0:
+        side.check()
+    side.reset()
+    return elapsed
+
+
+def measure(
+    name: str, lance_side: Side, baseline_side: Side, runs: int, baseline: str = PARQUET
+) -> CaseResult:
+    """A warm-up of each side, then ``runs`` runs of each, alternating which goes first."""
+    log(f"{name}: warm-up")
+    _timed(lance_side, 0)
+    _timed(baseline_side, 0)
+    lance_times: list[float] = []
+    base_times: list[float] = []
+    for run in range(runs):
+        trial = run + 1
+        if run % 2 == 0:
+            lance_times.append(_timed(lance_side, trial))
+            base_times.append(_timed(baseline_side, trial))
+        else:
+            base_times.append(_timed(baseline_side, trial))
+            lance_times.append(_timed(lance_side, trial))
+    result = CaseResult(name, tuple(lance_times), tuple(base_times), baseline)
+    log(
+        f"{name}: lance {result.lance_median:.4f} s, {baseline} {result.baseline_median:.4f} s, "
+        f"ratio {result.ratio_median:.3f}"
+    )
+    return result
+
+
+_T0 = time.perf_counter()
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.perf_counter() - _T0:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# --- Python worker memory -------------------------------------------------------------------
+
+_WORKER_MARKERS = ("pyspark.daemon", "pyspark/worker", "pyspark.worker")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (field 3, the state, is index 0)."""
+    text = _read(f"/proc/{pid}/stat")
+    return None if text is None else text.rsplit(")", 1)[1].split()
+
+
+Sample = dict[int, tuple[int, int]]  # pid -> (RSS bytes, utime + stime clock ticks)
+
+
+class WorkerMemory:
+    """Peak RSS and CPU time of the Spark Python workers that run during a write.
+
+    A thread samples /proc every ``interval`` seconds while :meth:`track` is active. Workers
+    are the processes below the driver's JVM whose command line names ``pyspark.daemon`` or
+    ``pyspark.worker``, except the daemons themselves (the JVM's direct children, which only
+    fork workers); only workers whose CPU time grew during the write count (idle workers left
+    by earlier queries do not). Results accumulate over every ``track``.
+    """
+
+    def __init__(self, jvm_pid: int, interval: float = 0.05) -> None:
+        self._jvm_pid = jvm_pid
+        self._interval = interval
+        self._foreign: set[int] = set()  # processes outside the JVM's tree
+        self.available = Path("/proc/self/statm").is_file()
+        self.writes = 0
+        self.active_workers = 0  # the most workers active in one write
+        self.peak_worker_bytes = 0
+        self.peak_total_bytes = 0
+        self.cpu_seconds = 0.0
+
+    @contextmanager
+    def track(self) -> Iterator[None]:
+        if not self.available:
+            yield
+            return
+        samples = [self._sample()]
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(self._interval):
+                samples.append(self._sample())
+
+        thread = threading.Thread(target=poll, name="bench-worker-memory", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            samples.append(self._sample())
+            self._account(samples)
+
+    def _account(self, samples: list[Sample]) -> None:
+        start = {pid: ticks for pid, (_rss, ticks) in samples[0].items()}
+        last: dict[int, int] = {}
+        for sample in samples:
+            last.update({pid: ticks for pid, (_rss, ticks) in sample.items()})
+        used = {pid: ticks - start.get(pid, 0) for pid, ticks in last.items()}
+        active = {pid for pid, ticks in used.items() if ticks > 0}
+        for sample in samples:
+            rss = [r for pid, (r, _ticks) in sample.items() if pid in active]
+            if rss:
+                self.peak_worker_bytes = max(self.peak_worker_bytes, max(rss))
+                self.peak_total_bytes = max(self.peak_total_bytes, sum(rss))
+        self.cpu_seconds += sum(used[pid] for pid in active) / os.sysconf("SC_CLK_TCK")
+        self.active_workers = max(self.active_workers, len(active))
+        self.writes += 1
+
+    def _sample(self) -> Sample:
+        page = os.sysconf("SC_PAGE_SIZE")
+        out: Sample = {}
+        for pid in self._worker_pids():
+            statm = _read(f"/proc/{pid}/statm")
+            fields = _stat_fields(pid)
+            if statm is None or fields is None:
+                continue  # exited meanwhile
+            out[pid] = (int(statm.split()[1]) * page, int(fields[11]) + int(fields[12]))
+        return out
+
+    def _worker_pids(self) -> list[int]:
+        workers = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in self._foreign:
+                continue
+            pid = int(name)
+            if not self._below_jvm(pid):
+                self._foreign.add(pid)
+                continue
+            # Read every time: a child caught between fork and exec still shows java's line.
+            cmdline = (_read(f"/proc/{pid}/cmdline") or "").replace("\0", " ")
+            if not any(marker in cmdline for marker in _WORKER_MARKERS):
+                continue
+            fields = _stat_fields(pid)
+            if fields is None or ("pyspark.daemon" in cmdline and int(fields[1]) == self._jvm_pid):
+                continue  # a daemon only forks workers (and wakes up every second when idle)
+            workers.append(pid)
+        return workers
+
+    def _below_jvm(self, pid: int) -> bool:
+        seen: set[int] = set()
+        while pid > 1 and pid not in seen:
+            seen.add(pid)
+            fields = _stat_fields(pid)
+            if fields is None:
+                return False
+            pid = int(fields[1])
+            if pid == self._jvm_pid:
+                return True
+        return False
+
+    def result(self, write: str) -> MemoryResult:
+        return MemoryResult(
+            write=write,
+            writes=self.writes,
+            measured=self.available,
+            active_workers=self.active_workers,
+            peak_worker_mib=self.peak_worker_bytes / MIB,
+            peak_total_mib=self.peak_total_bytes / MIB,
+            worker_cpu_seconds=self.cpu_seconds,
+        )
+
+
+def jvm_pid(spark: SparkSession) -> int:
+    jvm = cast(Any, spark.sparkContext)._jvm
+    return int(jvm.java.lang.ProcessHandle.current().pid())
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bench:
+    """The session, the sizes and the directory every table of this run lives in."""
+
+    spark: SparkSession
+    rows: int
+    runs: int
+    root: Path
+    partitions: int
+
+    def path(self, name: str) -> str:
+        return str(self.root / name)
+
+    def probe(self, trial: int, limit: int | None = None) -> int:
+        """A deterministic id in [0, limit) that changes with the trial."""
+        bound = max(1, self.rows if limit is None else limit)
+        return (trial * 2_654_435_761 + 12_345) % bound
+
+
+def _unit(salt: int) -> Column:
+    """A deterministic pseudo-random double in [0, 1) per id."""
+    return F.pmod(F.xxhash64(F.col("id"), F.lit(salt)), F.lit(1_000_003)) / F.lit(1_000_003.0)
+
+
+def with_columns(ids: DataFrame, salt: int) -> DataFrame:
+    """``id`` -> (id long, x double, label string of 50 values, vector of 32 floats)."""
+    base = salt * 1_000
+    label = F.pmod(F.xxhash64(F.col("id"), F.lit(base + 1)), F.lit(LABEL_COUNT))
+    return ids.select(
+        F.col("id").cast("long").alias("id"),
+        _unit(base).alias("x"),
+        F.concat(F.lit("label_"), label.cast("string")).alias("label"),
+        F.array(*[_unit(base + 2 + i).cast("float") for i in range(VECTOR_SIZE)]).alias("vector"),
+    )
+
+
+def generate(b: Bench, start: int, count: int, salt: int = 0) -> DataFrame:
+    return with_columns(b.spark.range(start, start + count, numPartitions=b.partitions), salt)
+
+
+def write_lance(df: DataFrame, uri: str, mode: str) -> None:
+    df.write.format("lance").option(VECTOR_OPTION, str(VECTOR_SIZE)).mode(mode).save(uri)
+
+
+def write_parquet(df: DataFrame, path: str, mode: str) -> None:
+    df.write.mode(mode).parquet(path)
+
+
+def to_noop(df: DataFrame) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def read_lance(spark: SparkSession, uri: str, **options: str) -> DataFrame:
+    """A fresh DataFrame every time (a reused one keeps its first pushed filter on 4.3.0)."""
+    reader = spark.read.format("lance")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load(uri)
+
+
+def lance_version(uri: str) -> int:
+    return int(lance.dataset(uri).version)
+
+
+def copy_table(b: Bench, source: str, target: str) -> str:
+    shutil.copytree(b.path(source), b.path(target))
+    return b.path(target)
+
+
+def files_under(path: str) -> set[Path]:
+    return {p for p in Path(path).rglob("*") if p.is_file()}
+
+
+def size_mib(path: str) -> float:
+    return sum(p.stat().st_size for p in files_under(path)) / MIB
+
+
+def expect(what: str, actual: int, expected: int) -> None:
+    if actual != expected:
+        raise RuntimeError(f"benchmark sanity check failed: {what} = {actual}, expected {expected}")
+
+
+def prepare(b: Bench) -> DataInfo:
+    """The base tables (Lance and Parquet, same rows) and an indexed copy of the Lance one."""
+    log(f"writing {b.rows} rows as Parquet and as Lance")
+    write_parquet(generate(b, 0, b.rows), b.path(BASE_PARQUET), "overwrite")
+    write_lance(generate(b, 0, b.rows), b.path(BASE_LANCE), "overwrite")
+    expect("Lance rows", LanceTable.forPath(b.spark, b.path(BASE_LANCE)).countRows(), b.rows)
+    log("copying the Lance table and indexing id (BTREE)")
+    LanceTable.forPath(b.spark, copy_table(b, BASE_LANCE, INDEXED_LANCE)).createIndex("id", "BTREE")
+    return DataInfo(
+        rows=b.rows,
+        lance_fragments=len(lance.dataset(b.path(BASE_LANCE)).get_fragments()),
+        lance_mib=size_mib(b.path(BASE_LANCE)),
+        parquet_files=len([p for p in files_under(b.path(BASE_PARQUET)) if p.suffix == ".parquet"]),
+        parquet_mib=size_mib(b.path(BASE_PARQUET)),
+    )
+
+
+class LanceRestorer:
+    """Brings a Lance table back to the version it had when made, and drops the files of
+    the versions in between (``restoreToVersion`` + ``vacuum(0)``)."""
+
+    def __init__(self, spark: SparkSession, uri: str) -> None:
+        self._uri = uri
+        self._table = LanceTable.forPath(spark, uri)
+        self._version = lance_version(uri)
+
+    def __call__(self) -> None:
+        if lance_version(self._uri) != self._version:
+            self._table.restoreToVersion(self._version)
+        self._table.vacuum(0)
+        self._version = lance_version(self._uri)  # vacuum dropped the older manifests
+
+
+class ParquetRestorer:
+    """Deletes the files written into a Parquet directory since it was made."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._files = files_under(path)
+
+    def __call__(self) -> None:
+        for extra in files_under(self._path) - self._files:
+            extra.unlink()
+
+
+# --- cases ----------------------------------------------------------------------------------
+
+
+def case_full_scan(b: Bench) -> CaseResult:
+    return measure(
+        FULL_SCAN,
+        Side(lambda _t: to_noop(read_lance(b.spark, b.path(BASE_LANCE)))),
+        Side(lambda _t: to_noop(b.spark.read.parquet(b.path(BASE_PARQUET)))),
+        b.runs,
+    )
+
+
+def case_projection(b: Bench) -> CaseResult:
+    return measure(
+        PROJECTION,
+        Side(lambda _t: to_noop(read_lance(b.spark, b.path(BASE_LANCE), columns="id,x"))),
+        Side(lambda _t: to_noop(b.spark.read.parquet(b.path(BASE_PARQUET)).select("id", "x"))),
+        b.runs,
+    )
+
+
+def id_range(b: Bench, trial: int) -> str:
+    """0.1% of the rows: ``rows/1000`` consecutive ids starting where the trial says."""
+    width = max(1, b.rows // 1000)
+    low = b.probe(trial, b.rows - width)
+    return f"id >= {low} AND id < {low + width}"
+
+
+def _filter_case(b: Bench, name: str, lance_uri: str) -> CaseResult:
+    width = max(1, b.rows // 1000)
+
+    def lance_frame(trial: int) -> DataFrame:
+        return read_lance(b.spark, lance_uri).filter(id_range(b, trial))
+
+    def parquet_frame(trial: int) -> DataFrame:
+        return b.spark.read.parquet(b.path(BASE_PARQUET)).filter(id_range(b, trial))
+
+    return measure(
+        name,
+        Side(
+            lambda t: to_noop(lance_frame(t)),
+            check=lambda: expect(f"{name}: Lance rows", lance_frame(0).count(), width),
+        ),
+        Side(
+            lambda t: to_noop(parquet_frame(t)),
+            check=lambda: expect(f"{name}: Parquet rows", parquet_frame(0).count(), width),
+        ),
+        b.runs,
+    )
+
+
+def case_filter_no_index(b: Bench) -> CaseResult:
+    return _filter_case(b, FILTER_NO_INDEX, b.path(BASE_LANCE))
+
+
+def case_filter_btree(b: Bench) -> CaseResult:
+    return _filter_case(b, FILTER_BTREE, b.path(INDEXED_LANCE))
+
+
+def case_point_lookup(b: Bench) -> CaseResult:
+    def lance_run(trial: int) -> None:
+        frame = read_lance(b.spark, b.path(INDEXED_LANCE))
+        expect("Lance lookup rows", len(frame.filter(f"id = {b.probe(trial)}").collect()), 1)
+
+    def parquet_run(trial: int) -> None:
+        frame = b.spark.read.parquet(b.path(BASE_PARQUET))
+        expect("Parquet lookup rows", len(frame.filter(f"id = {b.probe(trial)}").collect()), 1)
+
+    return measure(POINT_LOOKUP, Side(lance_run), Side(parquet_run), b.runs)
+
+
+def case_count_rows(b: Bench) -> CaseResult:
+    table = LanceTable.forPath(b.spark, b.path(BASE_LANCE))  # each countRows() opens it anew
+
+    def lance_run(_trial: int) -> None:
+        expect("countRows", table.countRows(), b.rows)
+
+    def parquet_run(_trial: int) -> None:
+        expect("count()", b.spark.read.parquet(b.path(BASE_PARQUET)).count(), b.rows)
+
+    return measure(COUNT_ROWS, Side(lance_run), Side(parquet_run), b.runs)
+
+
+def case_old_version(b: Bench) -> CaseResult:
+    uri = copy_table(b, BASE_LANCE, "versions.lance")
+    old = lance_version(uri)
+    log(f"{OLD_VERSION}: overwriting a copy with new data of the same shape")
+    write_lance(generate(b, 0, b.rows, salt=5), uri, "overwrite")
+    return measure(
+        OLD_VERSION,
+        Side(lambda _t: to_noop(read_lance(b.spark, uri, version=str(old)))),
+        Side(lambda _t: to_noop(read_lance(b.spark, uri))),
+        b.runs,
+        baseline=LANCE_CURRENT,
+    )
+
+
+def case_append(b: Bench, memory: list[MemoryResult]) -> CaseResult:
+    lance_uri = copy_table(b, BASE_LANCE, "append.lance")
+    parquet_path = copy_table(b, BASE_PARQUET, "append.parquet")
+    count = max(1, b.rows // 10)
+    expected = b.rows + count
+    pid = jvm_pid(b.spark)
+    lance_memory, parquet_memory = WorkerMemory(pid), WorkerMemory(pid)
+
+    def lance_run(_trial: int) -> None:
+        with lance_memory.track():
+            write_lance(generate(b, b.rows, count, salt=2), lance_uri, "append")
+
+    def parquet_run(_trial: int) -> None:
+        with parquet_memory.track():
+            write_parquet(generate(b, b.rows, count, salt=2), parquet_path, "append")
+
+    def lance_check() -> None:
+        expect("rows after append", LanceTable.forPath(b.spark, lance_uri).countRows(), expected)
+
+    def parquet_check() -> None:
+        expect("rows after append", b.spark.read.parquet(parquet_path).count(), expected)
+
+    result = measure(
+        APPEND,
+        Side(lance_run, check=lance_check, reset=LanceRestorer(b.spark, lance_uri)),
+        Side(parquet_run, check=parquet_check, reset=ParquetRestorer(parquet_path)),
+        b.runs,
+    )
+    memory.append(lance_memory.result("Lance append"))
+    memory.append(parquet_memory.result("Parquet append"))
+    return result
+
+
+def case_overwrite(b: Bench, memory: list[MemoryResult]) -> CaseResult:
+    lance_uri = b.path("overwrite.lance")
+    parquet_path = b.path("overwrite.parquet")
+    pid = jvm_pid(b.spark)
+    lance_memory, parquet_memory = WorkerMemory(pid), WorkerMemory(pid)
+
+    def lance_run(_trial: int) -> None:  # the warm-up creates the table
+        with lance_memory.track():
+            write_lance(generate(b, 0, b.rows, salt=3), lance_uri, "overwrite")
+
+    def parquet_run(_trial: int) -> None:
+        with parquet_memory.track():
+            write_parquet(generate(b, 0, b.rows, salt=3), parquet_path, "overwrite")
+
+    def lance_vacuum() -> None:
+        LanceTable.forPath(b.spark, lance_uri).vacuum(0)
+
+    result = measure(
+        OVERWRITE,
+        Side(lance_run, reset=lance_vacuum),
+        Side(parquet_run),
+        b.runs,
+    )
+    memory.append(lance_memory.result("Lance overwrite"))
+    memory.append(parquet_memory.result("Parquet overwrite"))
+    return result
+
+
+def merge_source(b: Bench) -> DataFrame:
+    """rows/100 rows: half update existing ids (spread over the table), half are new ids."""
+    total = max(2, b.rows // 100)
+    updates = total // 2
+    step = max(1, b.rows // updates)
+    ids = b.spark.range(0, updates, numPartitions=b.partitions).select(
+        (F.col("id") * step).alias("id")
+    )
+    inserts = generate(b, 2 * b.rows, total - updates, salt=4)
+    return with_columns(ids, salt=4).unionByName(inserts)
+
+
+def case_merge(b: Bench) -> CaseResult:
+    lance_uri = copy_table(b, BASE_LANCE, "merge.lance")
+    rewritten = b.path("merge_rewrite.parquet")
+    total = max(2, b.rows // 100)
+    expected = b.rows + total - total // 2
+
+    def lance_run(_trial: int) -> None:
+        source = merge_source(b)
+        (
+            LanceTable.forPath(b.spark, lance_uri)
+            .alias("t")
+            .merge(source.alias("s"), "s.id = t.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    def parquet_run(_trial: int) -> None:
+        source = merge_source(b)
+        target = b.spark.read.parquet(b.path(BASE_PARQUET))
+        write_parquet(
+            target.join(source, "id", "left_anti").unionByName(source), rewritten, "overwrite"
+        )
+
+    def lance_check() -> None:
+        expect("rows after MERGE", LanceTable.forPath(b.spark, lance_uri).countRows(), expected)
+
+    def parquet_check() -> None:
+        expect("rows after rewrite", b.spark.read.parquet(rewritten).count(), expected)
+
+    return measure(
+        MERGE,
+        Side(lance_run, check=lance_check, reset=LanceRestorer(b.spark, lance_uri)),
+        Side(parquet_run, check=parquet_check, reset=lambda: shutil.rmtree(rewritten)),
+        b.runs,
+    )
+
+
+def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...]]:
+    memory: list[MemoryResult] = []
+    cases = (
+        case_full_scan(b),
+        case_projection(b),
+        case_filter_no_index(b),
+        case_filter_btree(b),
+        case_point_lookup(b),
+        case_count_rows(b),
+        case_old_version(b),
+        case_append(b, memory),
+        case_overwrite(b, memory),
+        case_merge(b),
+    )
+    return cases, tuple(memory)
+
+
+# --- the machine ----------------------------------------------------------------------------
+
+
+def _proc_value(path: str, key: str) -> str | None:
+    for line in (_read(path) or "").splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == key:
+            return value.strip()
+    return None
+
+
+def java_version() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else "java"
+    try:
+        done = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"unknown ({err})"
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return " / ".join(line.strip() for line in lines[:2]) or "unknown"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def describe_machine() -> Machine:
+    mem_kib = (_proc_value("/proc/meminfo", "MemTotal") or "0 kB").split()[0]
+    return Machine(
+        cpu_model=_proc_value("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
+        cores=os.cpu_count() or 0,
+        memory_gib=int(mem_kib) / (1024 * 1024),
+        os=platform.platform(),
+        python=platform.python_version(),
+        java=java_version(),
+        pyspark=_version("pyspark"),
+        pylance=_version("pylance"),
+        pyarrow=_version("pyarrow"),
+    )
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.4f}"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _case_row(case: CaseResult) -> str:
+    target = "—" if case.target is None else f"<= {case.target}"
+    holds = {None: "— (no target)", True: "yes", False: "**no**"}[case.holds]
+    cells = (
+        case.name,
+        _seconds(case.lance_median),
+        case.baseline,
+        _seconds(case.baseline_median),
+        _ratio(case.ratio_median),
+        target,
+        holds,
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def _runs_row(case: CaseResult) -> str:
+    def joined(values: Sequence[float], fmt: Callable[[float], str]) -> str:
+        return ", ".join(fmt(v) for v in values)
+
+    cells = (
+        case.name,
+        joined(case.lance_seconds, _seconds),
+        joined(case.baseline_seconds, _seconds),
+        joined(case.ratios, _ratio),
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def _memory_row(m: MemoryResult) -> str:
+    if not m.measured:
+        workers = peak = total = cpu = "not measured (no /proc)"
+    elif m.active_workers == 0:
+        workers, cpu = "0", f"{m.worker_cpu_seconds:.2f}"
+        peak = total = "— (no Python worker ran)"
+    else:
+        workers, cpu = str(m.active_workers), f"{m.worker_cpu_seconds:.2f}"
+        peak, total = f"{m.peak_worker_mib:.1f}", f"{m.peak_total_mib:.1f}"
+    return "| " + " | ".join((m.write, str(m.writes), workers, peak, total, cpu)) + " |"
+
+
+def render(report: Report) -> str:
+    m, d = report.machine, report.data
+    lines = [
+        "# Benchmarks: the `lance` data source vs Spark's Parquet",
+        "",
+        f"Generated by `benchmarks/run.py` on {report.date}.",
+        "",
+        "```bash",
+        report.command,
+        "```",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m.cpu_model}, {m.cores} cores (`os.cpu_count()`)",
+        f"- Memory: {m.memory_gib:.1f} GiB (`MemTotal`)",
+        f"- OS: {m.os}",
+        f"- Python {m.python}; Java: {m.java}",
+        f"- pyspark {m.pyspark}, pylance {m.pylance}, pyarrow {m.pyarrow}",
+        f"- Spark master `{report.master}`, one session for every case",
+        "",
+        "## Data",
+        "",
+        f"{d.rows:,} rows: `id` bigint (0 .. rows-1), `x` double, `label` string "
+        f"({LABEL_COUNT} values), `vector` {VECTOR_SIZE} floats (a Lance `fixed_size_list`, "
+        "a Parquet `array<float>`), generated deterministically from `id` by Spark. "
+        f"Lance: {d.lance_fragments} fragments, {d.lance_mib:.1f} MiB; "
+        f"Parquet: {d.parquet_files} files, {d.parquet_mib:.1f} MiB.",
+        "",
+        "## Method",
+        "",
+        f"For each case: one warm-up run of each side, then {report.runs} runs of each, "
+        "alternating which side goes first (Lance first on even runs, the baseline first on "
+        "odd ones). Wall-clock time with `time.perf_counter` around the action only; "
+        "restoring mutated tables happens outside it. The ratio is the median over runs of "
+        "(Lance time / baseline time of the same run); a target holds when that median is at "
+        "most the target. Every query builds a fresh DataFrame.",
+        "",
+    ]
+    lines += [f"- **{name}**: {METHODS[name]}" for name in CASE_NAMES if name in METHODS]
+    lines += [
+        "",
+        "## Results",
+        "",
+        "| case | Lance median (s) | baseline | baseline median (s) | median ratio | target | holds |",
+        "| --- | ---: | --- | ---: | ---: | --- | --- |",
+        *(_case_row(case) for case in report.cases),
+        "",
+        "### Every run (s)",
+        "",
+        "| case | Lance | baseline | ratio |",
+        "| --- | --- | --- | --- |",
+        *(_runs_row(case) for case in report.cases),
+        "",
+        "## Peak memory of the Python workers during writes",
+        "",
+        "Spark's Python worker processes (below the driver's JVM, command line "
+        "`pyspark.daemon` / `pyspark.worker`), sampled from /proc every 50 ms during every "
+        "write of the append and overwrite cases (warm-up included). Only workers whose CPU "
+        "time grew during a write count: the planning, writing and committing workers of a "
+        "Lance write, not idle ones left by earlier queries, nor the daemons that fork them. "
+        "RSS includes the pages a worker shares with the daemon it was forked from, so the "
+        "sum overstates the total. Spark's "
+        "Parquet writer runs in the JVM; that no Python worker runs for it is measured, not "
+        "assumed (see its worker CPU).",
+        "",
+        "| write | writes | workers active (max per write) | peak RSS, one worker (MiB) "
+        "| peak RSS, sum of active workers (MiB) | worker CPU, all writes (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *(_memory_row(mem) for mem in report.memory),
+        "",
+        "## Where the time goes",
+        "",
+        "_To be filled from profiles._",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description="Side-by-side benchmark of the lance data source against Spark's Parquet.",
+    )
+    parser.add_argument("--rows", type=int, default=5_000_000, help="rows (default 5000000)")
+    parser.add_argument("--runs", type=int, default=5, help="measured runs per side (default 5)")
+    parser.add_argument("--out", default="BENCHMARKS.md", help="Markdown report to write")
+    parser.add_argument(
+        "--work-dir", default=None, help="where the tables go (a fresh directory inside it)"
+    )
+    parser.add_argument("--keep-data", action="store_true", help="keep the tables afterwards")
+    args = parser.parse_args(argv)
+    if args.rows < MIN_ROWS:
+        parser.error(f"--rows must be at least {MIN_ROWS}")
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    return args
+
+
+def start_spark() -> SparkSession:
+    """The CLI's own ``local[2]`` session, with the repository's Spark conf."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
+    spark = SparkSession.builder.master("local[2]").appName("lance_spark-benchmark").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run_benchmark(spark: SparkSession, rows: int, runs: int, root: Path, command: str) -> Report:
+    lance_spark.register(spark)
+    bench = Bench(
+        spark=spark,
+        rows=rows,
+        runs=runs,
+        root=root,
+        partitions=max(1, int(spark.sparkContext.defaultParallelism)),
+    )
+    data = prepare(bench)
+    cases, memory = run_cases(bench)
+    return Report(
+        command=command,
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        runs=runs,
+        master=str(spark.sparkContext.master),
+        machine=describe_machine(),
+        data=data,
+        cases=cases,
+        memory=memory,
+    )
+
+
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
+    """Run the benchmark and write the report; ``spark``: use this session (not stopped)."""
+    args = parse_args(argv)
+    command = shlex.join(
+        ["python", "-m", "benchmarks.run", *(sys.argv[1:] if argv is None else argv)]
+    )
+    if args.work_dir is not None:
+        Path(args.work_dir).mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="lance_spark_bench_", dir=args.work_dir))
+    session = spark if spark is not None else start_spark()
+    try:
+        report = run_benchmark(session, args.rows, args.runs, root, command)
+    finally:
+        if spark is None:
+            session.stop()
+        if not args.keep_data:
+            shutil.rmtree(root, ignore_errors=True)
+    Path(args.out).write_text(render(report), encoding="utf-8")
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

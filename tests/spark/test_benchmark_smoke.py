@@ -1,0 +1,93 @@
+"""The benchmark harness (benchmarks/run.py) runs end to end at a tiny size on the test session.
+
+Only the report's shape is checked: every case has a row with numeric medians and a numeric
+ratio, the machine and the command are described. Timings are never asserted (the machine
+is shared; speed is what `make bench` reports).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _harness() -> ModuleType:
+    # `benchmarks` is not part of the installed package: import it from the checkout.
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    return importlib.import_module("benchmarks.run")
+
+
+def _section(markdown: str, start: str, end: str) -> list[str]:
+    lines = markdown.splitlines()
+    first = lines.index(start)
+    last = next(i for i in range(first + 1, len(lines)) if lines[i].startswith(end))
+    return lines[first + 1 : last]
+
+
+def _row(lines: list[str], name: str) -> list[str]:
+    rows = [line for line in lines if line.startswith(f"| {name} |")]
+    assert len(rows) == 1, f"expected one row for {name!r}, got {rows}"
+    return [cell.strip() for cell in rows[0].strip().strip("|").split("|")]
+
+
+def _number(cell: str) -> float:
+    value = float(cell)
+    assert math.isfinite(value) and value >= 0, cell
+    return value
+
+
+def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -> None:
+    bench = _harness()
+    out = tmp_path / "BENCHMARKS.md"
+    argv = ["--rows", "20000", "--runs", "1", "--out", str(out)]
+    argv += ["--work-dir", str(tmp_path / "work")]
+
+    assert bench.main(argv, spark=spark) == 0
+
+    markdown = out.read_text(encoding="utf-8")
+    results = _section(markdown, "## Results", "###")
+    assert len(bench.CASE_NAMES) == 10
+    for name in bench.CASE_NAMES:
+        _, lance_median, baseline, baseline_median, ratio, target, holds = _row(results, name)
+        _number(lance_median)
+        _number(baseline_median)
+        _number(ratio)
+        expected_target = bench.TARGETS[name]
+        assert target == ("—" if expected_target is None else f"<= {expected_target}")
+        assert holds in {"yes", "**no**", "— (no target)"}
+        assert baseline == ("Lance, current version" if name == bench.OLD_VERSION else "Parquet")
+
+    runs = _section(markdown, "### Every run (s)", "##")
+    for name in bench.CASE_NAMES:
+        _, lance_runs, baseline_runs, ratios = _row(runs, name)
+        for cell in (lance_runs, baseline_runs, ratios):
+            assert len([_number(v) for v in cell.split(",")]) == 1  # --runs 1
+
+    memory = _section(markdown, "## Peak memory of the Python workers during writes", "##")
+    for write in ("Lance append", "Lance overwrite"):
+        _, writes, workers, peak, total, cpu = _row(memory, write)
+        assert int(writes) == 2  # warm-up + one run
+        assert int(workers) >= 1
+        assert _number(peak) > 0 and _number(total) >= _number(peak)
+        _number(cpu)
+    for write in ("Parquet append", "Parquet overwrite"):
+        assert _row(memory, write)[1] == "2"
+
+    assert "python -m benchmarks.run --rows 20000 --runs 1" in markdown
+    for fact in ("cores (`os.cpu_count()`)", "GiB (`MemTotal`)", "Java: ", "pylance 14.0.2"):
+        assert fact in markdown
+    where = _section(markdown + "\n## end", "## Where the time goes", "## end")
+    assert [line for line in where if line.strip()] == ["_To be filled from profiles._"]
+    # The tables lived in a fresh directory under --work-dir, removed afterwards.
+    assert list((tmp_path / "work").iterdir()) == []
