@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import lance
@@ -134,7 +134,11 @@ def delete_where(
 ) -> int:
     """Delete the rows matching ``condition`` (all rows when None); returns how many."""
 
-    def plan(target: Pinned) -> ChangePlan:
+    def plan(pinned: Pinned) -> ChangePlan:
+        needed = set()
+        if condition is not None:
+            needed = referenced_columns(pinned.rows, pinned, [as_column(condition)])
+        target = narrow(spark, pinned, needed, storage)
         rows, predicate = _matching(target, condition)
         return ChangePlan(
             rows=rows.select(*target.address(), F.lit(KIND_DELETE).alias(KIND)),
@@ -244,6 +248,45 @@ def pin(spark: SparkSession, uri: str, storage: Mapping[str, str]) -> Pinned:
         .load(uri)
     )
     return Pinned(uri, version, ds.schema, rows, bool(ds.has_stable_row_ids))
+
+
+def narrow(
+    spark: SparkSession, target: Pinned, columns: Collection[str], storage: Mapping[str, str]
+) -> Pinned:
+    """``target`` read with only ``columns`` (and the row addresses and ids).
+
+    Spark's Python data sources get no column pruning, so a statement that needs few of the
+    table's columns asks for them with the reader's ``columns`` option."""
+    keep = [n for n in target.schema.names if n in columns] or target.schema.names[:1]
+    if len(keep) == len(target.schema.names):
+        return target
+    rows = (
+        _session.lance_reader(spark, storage)
+        .option("version", target.version)
+        .option("metadata_columns", "_rowaddr,_rowid")
+        .option("columns", ",".join(keep))
+        .load(target.uri)
+    )
+    return replace(target, rows=rows)
+
+
+def referenced_columns(frame: DataFrame, target: Pinned, columns: Iterable[Column]) -> set[str]:
+    """The names of ``target.rows``' columns that ``columns`` (resolved in ``frame``, a
+    DataFrame built on ``target.rows``) refer to."""
+    output = target.rows._jdf.queryExecution().analyzed().output().iterator()
+    names: dict[int, str] = {}
+    while output.hasNext():
+        attribute = output.next()
+        names[int(attribute.exprId().id())] = str(attribute.name())
+    found: set[str] = set()
+    for column in columns:
+        resolved = frame.select(column)._jdf.queryExecution().analyzed().projectList().head()
+        references = resolved.references().iterator()
+        while references.hasNext():
+            name = names.get(int(references.next().exprId().id()))
+            if name is not None:
+                found.add(name)
+    return found
 
 
 def _matching(target: Pinned, condition: str | Column | None) -> tuple[DataFrame, str]:

@@ -89,7 +89,8 @@ def merge(
     check_clauses(spec.clauses)
 
     def plan(target: _dml.Pinned) -> _dml.ChangePlan:
-        return _plan(target, spec, storage)
+        needed = _needed_columns(target, spec)
+        return _plan(_dml.narrow(spark, target, needed, storage), spec, storage)
 
     return _dml.run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan)
 
@@ -118,6 +119,36 @@ def check_clauses(clauses: Sequence[Clause]) -> None:
                 )
 
 
+def _needed_columns(target: _dml.Pinned, spec: MergeSpec) -> set[str]:
+    """The target columns the MERGE reads: those its expressions name, and those an UPDATE
+    copies unchanged into the rewritten row. An upsert by key (``UPDATE SET *`` from a source
+    with every column) reads only the key: the rewritten rows take their values from the
+    source."""
+    tgt = target.rows.alias(spec.target_alias) if spec.target_alias else target.rows
+    joined = tgt.join(spec.source, on=_dml.as_column(spec.condition), how="full")
+    expressions = [_dml.as_column(spec.condition)]
+    needed: set[str] = set()
+    source_names = {n.lower() for n in spec.source.columns}
+    for clause in spec.clauses:
+        if clause.condition is not None:
+            expressions.append(_dml.as_column(clause.condition))
+        if clause.kind.action != "UPDATE":
+            if clause.assignments is not None:
+                expressions.extend(_dml.as_column(v) for v in clause.assignments.values())
+            continue
+        if clause.assignments is None:
+            needed.update(n for n in target.schema.names if n.lower() not in source_names)
+            continue
+        expressions.extend(_dml.as_column(v) for v in clause.assignments.values())
+        assigned = {_unqualified(k, spec.target_alias).lower() for k in clause.assignments}
+        needed.update(n for n in target.schema.names if n.lower() not in assigned)
+    try:
+        needed |= _dml.referenced_columns(joined, target, expressions)
+    except AnalysisException:
+        return set(target.schema.names)  # let the full plan report the error
+    return needed
+
+
 def _plan(target: _dml.Pinned, spec: MergeSpec, storage: Mapping[str, str]) -> _dml.ChangePlan:
     tgt = target.rows.withColumn(_TARGET_PRESENT, F.lit(True))
     if spec.target_alias:
@@ -137,9 +168,11 @@ def _plan(target: _dml.Pinned, spec: MergeSpec, storage: Mapping[str, str]) -> _
     source_fields = {f.name: f for f in spec.source.schema.fields}
     added = _added_columns(spec, table_names, list(source_fields.values()))
     out_names = table_names + [f.name for f in added]
-    types: dict[str, DataType] = {f.name: f.dataType for f in target.rows.schema.fields}
+    table_types = _types.spark_schema_from_arrow(target.schema).fields
+    types: dict[str, DataType] = {f.name: f.dataType for f in table_types}
     types.update({f.name: f.dataType for f in added})
-    targets = {n: target.rows[n] for n in table_names}
+    read = set(target.rows.columns)  # the columns _needed_columns kept
+    targets = {n: target.rows[n] for n in table_names if n in read}
     sources = {n: src[n] for n in source_fields}
 
     present = {
