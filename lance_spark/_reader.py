@@ -120,6 +120,11 @@ def _resolve_name(table_schema: pa.Schema, name: str) -> str:
     )
 
 
+# Index-pruned planning is used when the indexed filter matches at most 1/N of the rows.
+_INDEX_PRUNE_FRACTION = 20
+_OFFSET_MASK = 0xFFFFFFFF
+
+
 @dataclass
 class LanceReader(DataSourceReader):
     uri: str
@@ -154,11 +159,50 @@ class LanceReader(DataSourceReader):
             yield originals[id(r)]
 
     def partitions(self) -> Sequence[InputPartition]:
+        predicate = _and(self.user_filter, self.pushed_filter)
+        if predicate is not None:
+            pruned = self._index_partitions(predicate)
+            if pruned is not None:
+                return pruned
         return plan_partitions(
             self.fragments,
             rows_per_partition=self.rows_per_partition,
             min_partitions=self.min_partitions,
         )
+
+    def _index_partitions(self, predicate: str) -> list[LancePartition] | None:
+        """Partitions covering only the rows a scalar index says match, or None when Lance
+        would not answer ``predicate`` from an index (or it matches too many rows to gain).
+
+        With a selective indexed filter most fragments hold no match; planning them all
+        would start a task per fragment that opens the table and finds nothing. The index
+        lookup on the driver costs milliseconds and gives the matching row addresses.
+        """
+        ds = _dataset.open_version(self.uri, self.version, storage=self.storage)
+        lookup = ds.scanner(filter=predicate, columns=[], with_row_address=True)
+        if "ScalarIndexQuery" not in lookup.explain_plan():
+            return None
+        addresses = lookup.to_table().column("_rowaddr")
+        live = sum(f.live_rows for f in self.fragments)
+        if len(addresses) > max(1, live // _INDEX_PRUNE_FRACTION):
+            return None
+        by_fragment: dict[int, list[int]] = {}
+        fragment_ids = pc.shift_right(addresses, 32).to_pylist()
+        offsets = pc.bit_wise_and(addresses, _OFFSET_MASK).to_pylist()
+        for fragment_id, offset in zip(fragment_ids, offsets, strict=True):
+            by_fragment.setdefault(int(fragment_id), []).append(int(offset))
+        slices = tuple(
+            FragmentSlice(fid, min(found), max(found) + 1)
+            for fid, found in sorted(by_fragment.items())
+        )
+        # The matches are few (at most 1/_INDEX_PRUNE_FRACTION of the table): one task each
+        # for up to min_partitions groups of fragments.
+        groups = max(1, min(self.min_partitions, len(slices)))
+        return [
+            LancePartition(index=i, slices=slices[i::groups])
+            for i in range(groups)
+            if slices[i::groups]
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, LancePartition):

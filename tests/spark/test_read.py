@@ -204,3 +204,36 @@ def test_fresh_dataframes_and_catalog_tables_avoid_the_spark_reader_cache(
         assert spark.sql("SELECT count(*) FROM reader_cache").first()[0] == 100
     finally:
         spark.sql("DROP TABLE reader_cache")
+
+
+def test_indexed_selective_filter_plans_only_matching_fragments(
+    spark: SparkSession, table_uri: str
+) -> None:
+    from lance_spark import LanceTable
+
+    spark.range(0, 40_000, numPartitions=4).selectExpr(
+        "id", "concat('l', id % 7) AS label"
+    ).write.format("lance").option("max_rows_per_file", "5000").mode("append").save(table_uri)
+    table = LanceTable.forPath(spark, table_uri)
+    reader = spark.read.format("lance").option("rows_per_partition", "5000")  # 8 partitions
+
+    def run(condition: str) -> tuple[list[tuple[object, ...]], int]:
+        frame = reader.load(table_uri).filter(condition)
+        return sorted(tuple(r) for r in frame.collect()), frame.rdd.getNumPartitions()
+
+    conditions = ["id = 12345", "id >= 20000 AND id < 20040", "id IN (3, 39999)", "id < 0"]
+    unindexed = {c: run(c) for c in conditions}
+    table.createIndex("id", "BTREE")
+    for condition in conditions:
+        rows, partitions = run(condition)
+        # The same rows as without the index, checked against Spark's own evaluation.
+        assert rows == unindexed[condition][0]
+        everything = spark.read.format("lance").load(table_uri).collect()
+        expected = sorted(
+            tuple(r) for r in spark.createDataFrame(everything).filter(condition).collect()
+        )
+        assert rows == expected
+        assert partitions <= 2 < unindexed[condition][1], condition
+    # Not selective enough to gain: the normal plan, same rows.
+    rows, partitions = run("id >= 1000")
+    assert len(rows) == 39_000 and partitions == 8
