@@ -941,12 +941,20 @@ def render(report: Report) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: |",
         *(_memory_row(mem) for mem in report.memory),
         "",
-        "## Where the time goes",
-        "",
-        "_To be filled from profiles._",
-        "",
+        *_where_the_time_goes(),
     ]
     return "\n".join(lines)
+
+
+ANALYSIS = Path(__file__).with_name("WHERE_THE_TIME_GOES.md")
+
+
+def _where_the_time_goes() -> list[str]:
+    """The profile write-up kept next to the harness (its numbers come from
+    ``python -m benchmarks.profile``), so a new run keeps it."""
+    if not ANALYSIS.exists():
+        return ["## Where the time goes", "", "_To be filled from profiles._", ""]
+    return [ANALYSIS.read_text().rstrip(), ""]
 
 
 # --- entry point ----------------------------------------------------------------------------

@@ -37,7 +37,9 @@ BATCH_SIZE = "batch_size"
 DEFAULT_BATCH_SIZE = 8192
 ROWS_PER_PARTITION = "rows_per_partition"
 # A fragment larger than this is split by row range; smaller ones are packed together.
-DEFAULT_ROWS_PER_PARTITION = 1_000_000
+# Large enough that a table of a few million rows makes one task per core: every task pays
+# a fixed cost (a Python worker, opening the table), measured in BENCHMARKS.md.
+DEFAULT_ROWS_PER_PARTITION = 4_000_000
 MIN_PARTITIONS = "min_partitions"
 DEFAULT_MIN_PARTITIONS = 0  # 0: the number of cores Spark reports, see _planning
 

@@ -88,6 +88,7 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
     for fact in ("cores (`os.cpu_count()`)", "GiB (`MemTotal`)", "Java: ", "pylance 14.0.2"):
         assert fact in markdown
     where = _section(markdown + "\n## end", "## Where the time goes", "## end")
-    assert [line for line in where if line.strip()] == ["_To be filled from profiles._"]
+    # The profile write-up kept in benchmarks/ (numbers from benchmarks/profile.py).
+    assert any("python -m benchmarks.profile" in line for line in where)
     # The tables lived in a fresh directory under --work-dir, removed afterwards.
     assert list((tmp_path / "work").iterdir()) == []
