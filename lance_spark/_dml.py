@@ -109,6 +109,7 @@ class ChangeCounts:
     inserted: int
     touched_fragments: int = 0
     written_fragments: int = 0
+    added_columns: bool = False  # the commit widened the table's schema (schema evolution)
 
     @property
     def affected(self) -> int:
@@ -165,19 +166,22 @@ def update_where(
 
     def plan(target: Pinned) -> ChangePlan:
         names = target.schema.names
-        unknown = sorted(set(assignments) - set(names))
+        by_lower = {n.lower(): n for n in names}
+        unknown = sorted(k for k in assignments if k.lower() not in by_lower)
         if unknown:
             raise ColumnNotFoundError(
                 f"UPDATE sets column {unknown[0]!r}, which the Lance table at {uri!r} does not "
                 f"have; columns: {', '.join(names)}"
             )
+        # Spark resolves names case-insensitively; so does SET.
+        named = {by_lower[k.lower()]: v for k, v in assignments.items()}
         rows, predicate = _matching(target, condition)
         types = {f.name: f.dataType for f in target.rows.schema.fields}
         values = [
-            check_deterministic(rows, as_column(assignments[name]), f"SET {name}")
+            check_deterministic(rows, as_column(named[name]), f"SET {name}")
             .cast(types[name])
             .alias(name)
-            if name in assignments
+            if name in named
             else F.col(f"`{name}`")
             for name in names
         ]
@@ -225,7 +229,7 @@ def run(
                     f"{err} (gave up after {attempt} attempt(s))", retryable=err.retryable
                 ) from err
             done = True
-            return _counts(outcome, version)
+            return replace(_counts(outcome, version), added_columns=_evolves(change, target))
         finally:
             if done:
                 _files.finish_job(uri, job_id, storage=storage)
@@ -280,8 +284,7 @@ def referenced_columns(frame: DataFrame, target: Pinned, columns: Iterable[Colum
         names[int(attribute.exprId().id())] = str(attribute.name())
     found: set[str] = set()
     for column in columns:
-        resolved = frame.select(column)._jdf.queryExecution().analyzed().projectList().head()
-        references = resolved.references().iterator()
+        references = _resolved(frame, column).references().iterator()
         while references.hasNext():
             name = names.get(int(references.next().exprId().id()))
             if name is not None:
@@ -296,9 +299,14 @@ def _matching(target: Pinned, condition: str | Column | None) -> tuple[DataFrame
     return target.rows.filter(column), condition_text(target.rows, condition)
 
 
+def _resolved(frame: DataFrame, column: Column) -> Any:
+    """``column`` analysed against ``frame``: the JVM expression."""
+    return frame.select(column)._jdf.queryExecution().analyzed().projectList().head()
+
+
 def check_deterministic(frame: DataFrame, column: Column, what: str) -> Column:
     """``column`` resolved against ``frame``; rejects a non-deterministic expression."""
-    resolved = frame.select(column)._jdf.queryExecution().analyzed().projectList().head()
+    resolved = _resolved(frame, column)
     if not bool(resolved.deterministic()):
         raise InvalidOptionError(
             f"{what} ({resolved.sql()}) is not deterministic (for example rand() or uuid()): "
@@ -331,7 +339,7 @@ def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job
         F.col(FRAG),
         F.lit(-1) - F.pmod(F.hash(*hashable) if hashable else F.lit(0), F.lit(buckets)),
     )
-    evolved = change.write_schema is not None and change.write_schema != target.schema
+    evolved = _evolves(change, target)
     task = _change_task(
         target.uri,
         target.version,
@@ -358,6 +366,11 @@ def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job
         new=[FragmentMetadata.from_json(r.detail) for r in results if r.kind == "new"],
         violations=[(int(r.fragment_id), int(r.rows)) for r in results if r.kind == "violation"],
     )
+
+
+def _evolves(change: ChangePlan, target: Pinned) -> bool:
+    """The change writes columns the pinned table does not have."""
+    return change.write_schema is not None and change.write_schema != target.schema
 
 
 def _counts(outcome: _Outcome, version: int | None) -> ChangeCounts:
@@ -387,7 +400,7 @@ def _commit_changes(
         "numRemovedFragments": len(outcome.removed),
         "numAddedFragments": counts.written_fragments,
     }
-    evolved = change.write_schema is not None and change.write_schema != target.schema
+    evolved = _evolves(change, target)
     read_version = target.version
     operation: lance.LanceOperation.BaseOperation
     if evolved and change.write_schema is not None and not outcome.removed:
@@ -438,9 +451,10 @@ def _merge_op(
     ds = _dataset.open_version(target.uri, target.version, storage=storage)
     replaced = {f.id: f for f in outcome.updated}
     gone = set(outcome.removed)
-    kept = [replaced.get(f.fragment_id, f.metadata) for f in ds.get_fragments()]
+    existing = ds.get_fragments()
+    kept = [replaced.get(f.fragment_id, f.metadata) for f in existing]
     fragments = [f for f in kept if f.id not in gone]
-    next_id = max((f.fragment_id for f in ds.get_fragments()), default=-1) + 1
+    next_id = max((f.fragment_id for f in existing), default=-1) + 1
     for offset, fragment in enumerate(outcome.new):
         fragment.id = next_id + offset
         fragment.row_id_meta = None

@@ -31,11 +31,10 @@ from typing import TYPE_CHECKING
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import LongType, StructField, StructType
 from sqlglot import Token, TokenType
 from sqlglot import expressions as exp
 
-from lance_spark import _dataset, _dml, _merge
+from lance_spark import _merge
 from lance_spark._merge import Clause, ClauseKind
 from lance_spark._sql_targets import (
     lance_table,
@@ -158,55 +157,25 @@ def _run_merge(spark: SparkSession, run: Run, table: LanceTable, stmt: MergeStat
         target_alias=stmt.target_alias,
         schema_evolution=stmt.schema_evolution,
     )
-    storage = _storage(table)
-    evolving = stmt.schema_evolution and path_of(stmt.target) is None
-    before = _dataset.open_latest(table.uri, storage=storage).schema.names if evolving else []
     counts = _merge.merge(
-        spark, uri=table.uri, storage=storage, spec=spec, app_id=spark.sparkContext.applicationId
+        spark,
+        uri=table.uri,
+        storage=table._storage,
+        spec=spec,
+        app_id=spark.sparkContext.applicationId,
     )
-    if evolving and counts.version is not None:
-        after = _dataset.open_latest(table.uri, storage=storage).schema.names
-        if after != before:  # Spark keeps a catalog table's old columns until re-created
-            refresh_catalog_entry(spark, run, stmt.target, table.uri)
+    if counts.added_columns and path_of(stmt.target) is None:
+        refresh_catalog_entry(spark, run, stmt.target, table.uri)  # Spark keeps old columns
     return _merge.metrics_frame(spark, counts)
 
 
 def _run_update(spark: SparkSession, table: LanceTable, stmt: UpdateStatement) -> DataFrame:
-    storage = _storage(table)
-    names = _dataset.open_latest(table.uri, storage=storage).schema.names
-    by_lower = {n.lower(): n for n in names}
-    assignments: dict[str, str] = {}
-    for key, value in stmt.assignments:
-        assignments[by_lower.get(key.lower(), key)] = value  # unknown: _dml names it
-    updated = _dml.update_where(
-        spark,
-        uri=table.uri,
-        storage=storage,
-        condition=stmt.condition,
-        assignments=assignments,
-        app_id=spark.sparkContext.applicationId,
-    )
-    return _affected(spark, updated)
+    # SET names are matched to the table's case-insensitively by the engine.
+    return table.update(stmt.condition, dict(stmt.assignments))
 
 
 def _run_delete(spark: SparkSession, table: LanceTable, stmt: DeleteStatement) -> DataFrame:
-    deleted = _dml.delete_where(
-        spark,
-        uri=table.uri,
-        storage=_storage(table),
-        condition=stmt.condition,
-        app_id=spark.sparkContext.applicationId,
-    )
-    return _affected(spark, deleted)
-
-
-def _storage(table: LanceTable) -> dict[str, str]:
-    return dict(table._storage)  # the session's storage options, as LanceTable resolved them
-
-
-def _affected(spark: SparkSession, rows: int) -> DataFrame:
-    schema = StructType([StructField("num_affected_rows", LongType(), False)])
-    return spark.createDataFrame([(rows,)], schema)
+    return table.delete(stmt.condition)
 
 
 # --- parsing ------------------------------------------------------------------------------------
