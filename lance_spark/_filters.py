@@ -83,6 +83,7 @@ from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     EqualNullSafe,
     EqualTo,
@@ -102,7 +103,7 @@ from pyspark.sql.datasource import (
 
 from lance_spark.errors import LanceSparkError
 
-__all__ = ["UnquotableColumnError", "quote_column", "translate_filters"]
+__all__ = ["UnquotableColumnError", "in_list_predicate", "quote_column", "translate_filters"]
 
 
 class UnquotableColumnError(LanceSparkError, ValueError):
@@ -127,6 +128,41 @@ def translate_filters(
     if not accepted:
         return None, rejected
     return " AND ".join(f"({p})" for p in accepted), rejected
+
+
+def in_list_predicate(path: Sequence[str], values: pa.Array, schema: pa.Schema) -> str | None:
+    """``c IN (...)`` for the non-null ``values``, or None when it has no exact translation.
+
+    The same predicate as ``translate_filters([In(path, values)])`` without the NULLs. For
+    many values of an integer or string column given in the column's own Arrow type (a MERGE
+    source's keys), the literals are rendered by Arrow compute, not one by one: 50,000 keys
+    take milliseconds instead of half a second.
+    """
+    present = values.drop_null()
+    if len(present) == 0:
+        return None
+    try:
+        col, dtype = _column(path, schema)
+    except _Rejected:
+        return None
+    if present.type.equals(dtype) and _vector_renderable(present):
+        if pa.types.is_integer(dtype):
+            text = pc.cast(present, pa.string())
+        else:
+            quote = pa.scalar("'", present.type)
+            escaped = pc.replace_substring(present, "'", "''")
+            text = pc.binary_join_element_wise(quote, escaped, quote, pa.scalar("", present.type))
+        return f"{col} IN ({','.join(text.to_pylist())})"
+    found, rejected = translate_filters([In(tuple(path), tuple(present.to_pylist()))], schema)
+    return None if rejected else found
+
+
+def _vector_renderable(values: pa.Array) -> bool:
+    """Integers (but i64::MIN, which needs a CAST) and plain strings render as is."""
+    t = values.type
+    if pa.types.is_integer(t):
+        return not (pa.types.is_int64(t) and pc.min(values).as_py() == -(1 << 63))
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def quote_column(path: Sequence[str]) -> str:
@@ -183,6 +219,8 @@ def _in(f: Any, schema: pa.Schema) -> str:
         raise _Rejected
     values = list(f.value)
     literals = [_literal(dtype, v) for v in values if v is not None]
+    if any(lit.lo is None or lit.hi is None for lit in literals):
+        raise _Rejected  # a value the column cannot hold (300 for int8), as for EqualTo
     parts: list[str] = []
     if literals and all(lit.is_point for lit in literals):
         parts.append(f"{col} IN ({', '.join(str(lit.lo) for lit in literals)})")

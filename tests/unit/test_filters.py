@@ -43,7 +43,12 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from lance_spark._filters import UnquotableColumnError, quote_column, translate_filters
+from lance_spark._filters import (
+    UnquotableColumnError,
+    in_list_predicate,
+    quote_column,
+    translate_filters,
+)
 from lance_spark._types import arrow_read_schema, conform_read_batch
 
 SPARK_UTC = ZoneInfo("UTC")  # what pyspark puts on TimestampType literals
@@ -756,6 +761,7 @@ class Custom(Filter):
         StringEndsWith(("s",), None),  # type: ignore[arg-type]
         Not(EqualTo(("nope",), 1)),
         Not(Not(in_list(("i8",), []))),
+        in_list(("i8",), [1, 300]),  # 300 does not fit int8 (was rendered as `None`)
         Custom(),
     ],
     ids=repr,
@@ -927,3 +933,50 @@ def test_fact_null_in_a_negated_in_list_is_lost_next_to_another_in_list(
     # NULL, so SQL (and Spark) select nothing here; Lance merges the lists and drops the NULL.
     assert _select(facts, "(i IN (1)) AND (NOT (i IN (2, NULL)))") == ["a\\b"]
     assert _select(facts, "(i IN (1)) AND (NOT ((i IN (2)) OR (CAST(NULL AS BOOLEAN))))") == []
+
+
+# --- in_list_predicate: a MERGE source's keys as one IN list -------------------------------
+
+KEY_TYPES = {
+    "i64": (pa.int64(), st.integers(-(1 << 63), (1 << 63) - 1)),
+    "i8": (pa.int8(), st.integers(-128, 127)),
+    "u32": (pa.uint32(), st.integers(0, (1 << 32) - 1)),
+    "s": (pa.string(), ANY_TEXT),
+    "ls": (pa.large_string(), ANY_TEXT),
+    "d": (pa.date32(), st.dates()),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(KEY_TYPES)))
+def test_in_list_predicate_selects_exactly_the_keys(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, name: str
+) -> None:
+    dtype, values = KEY_TYPES[name]
+    stored = data.draw(st.lists(st.one_of(values, st.none()), min_size=1, max_size=8))
+    keys = data.draw(st.lists(st.one_of(st.sampled_from(stored), values, st.none()), max_size=6))
+    table = pa.table({"row": range(len(stored)), "k": pa.array(stored, dtype)})
+    ds = lance.write_dataset(table, str(tmp_path_factory.mktemp("keys") / "t"))
+    predicate = in_list_predicate(("k",), pa.array(keys, dtype), table.schema)
+    wanted = {k for k in keys if k is not None}
+    if not wanted:
+        assert predicate is None  # nothing can match: the caller does not prune
+        return
+    assert predicate is not None
+    expected = [i for i, v in enumerate(stored) if v is not None and v in wanted]
+    assert sorted(ds.to_table(filter=predicate)["row"].to_pylist()) == expected
+
+
+def test_in_list_predicate_text_and_rejections() -> None:
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("i8", pa.int8())])
+    assert in_list_predicate(("id",), pa.array([3, None, 1]), schema) == "`id` IN (3,1)"
+    assert in_list_predicate(("s",), pa.array(["a'b", "c"]), schema) == "`s` IN ('a''b','c')"
+    # i64::MIN needs a CAST: the generic translation renders it.
+    assert in_list_predicate(("id",), pa.array([-(1 << 63)]), schema) == (
+        "(`id` IN (CAST('-9223372036854775808' AS BIGINT)))"
+    )
+    # Keys of another type go through the exact translation, which rejects what cannot fit.
+    assert in_list_predicate(("i8",), pa.array([1, 3]), schema) == "(`i8` IN (1, 3))"
+    assert in_list_predicate(("i8",), pa.array([1, 300]), schema) is None
+    assert in_list_predicate(("nope",), pa.array([1]), schema) is None
+    assert in_list_predicate(("id",), pa.array([None], pa.int64()), schema) is None
