@@ -255,23 +255,30 @@ def pin(spark: SparkSession, uri: str, storage: Mapping[str, str]) -> Pinned:
 
 
 def narrow(
-    spark: SparkSession, target: Pinned, columns: Collection[str], storage: Mapping[str, str]
+    spark: SparkSession,
+    target: Pinned,
+    columns: Collection[str],
+    storage: Mapping[str, str],
+    *,
+    filter: str | None = None,
 ) -> Pinned:
-    """``target`` read with only ``columns`` (and the row addresses and ids).
+    """``target`` read with only ``columns`` (and the row addresses and ids), and only the
+    rows matching the Lance predicate ``filter`` when one is given.
 
     Spark's Python data sources get no column pruning, so a statement that needs few of the
     table's columns asks for them with the reader's ``columns`` option."""
     keep = [n for n in target.schema.names if n in columns] or target.schema.names[:1]
-    if len(keep) == len(target.schema.names):
+    if len(keep) == len(target.schema.names) and filter is None:
         return target
-    rows = (
+    reader = (
         _session.lance_reader(spark, storage)
         .option("version", target.version)
         .option("metadata_columns", "_rowaddr,_rowid")
         .option("columns", ",".join(keep))
-        .load(target.uri)
     )
-    return replace(target, rows=rows)
+    if filter is not None:
+        reader = reader.option("filter", filter)
+    return replace(target, rows=reader.load(target.uri))
 
 
 def referenced_columns(frame: DataFrame, target: Pinned, columns: Iterable[Column]) -> set[str]:

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
-from lance_spark import _commit, _dataset, _dml, _types
+from lance_spark import _commit, _dataset, _dml, _merge_pruning, _types
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 
 _TARGET_PRESENT = "__lance_spark_target_present"
@@ -87,12 +87,35 @@ def merge(
     """Run ``spec`` against the Lance table at ``uri``: one Spark job, one new version (none
     when no row changes). Raises before any write for a malformed statement."""
     check_clauses(spec.clauses)
+    by_source = any(c.kind.group == "WHEN NOT MATCHED BY SOURCE" for c in spec.clauses)
+    pruner = _merge_pruning.KeyPruner(
+        spec.source,
+        max_rows=_merge_pruning.max_source_rows(spark),
+        enabled=not by_source,  # those clauses act on the rows the source does not match
+    )
 
     def plan(target: _dml.Pinned) -> _dml.ChangePlan:
         needed = _needed_columns(target, spec)
-        return _plan(_dml.narrow(spark, target, needed, storage), spec, storage)
+        narrowed = _dml.narrow(
+            spark, target, needed, storage, filter=_pruning_filter(pruner, target, spec)
+        )
+        return _plan(narrowed, spec, storage)
 
-    return _dml.run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan)
+    try:
+        return _dml.run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan)
+    finally:
+        pruner.release()
+
+
+def _pruning_filter(
+    pruner: _merge_pruning.KeyPruner, target: _dml.Pinned, spec: MergeSpec
+) -> str | None:
+    """The Lance filter that keeps only the target rows the source's keys can match."""
+    tgt = target.rows.alias(spec.target_alias) if spec.target_alias else target.rows
+    key = _merge_pruning.find_equi_key(tgt, spec.source, _dml.as_column(spec.condition))
+    if key is None or key.target_column not in target.schema.names:
+        return None
+    return pruner.predicate(key, target.schema)
 
 
 def check_clauses(clauses: Sequence[Clause]) -> None:

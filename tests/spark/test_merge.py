@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import LanceMergeBuilder, LanceTable
+from lance_spark._merge_pruning import MAX_SOURCE_ROWS_CONF
 
 pytestmark = pytest.mark.spark
 
@@ -49,6 +50,16 @@ def run_builder(spark: SparkSession, case: Case, uri: str) -> tuple[int, int, in
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_merge_case_through_builder(spark: SparkSession, table_uri: str, case: Case) -> None:
     check_case(spark, case, table_uri, run_builder)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_merge_case_without_key_pruning(spark: SparkSession, table_uri: str, case: Case) -> None:
+    # The same cases through the plain join over every target row (pruning switched off).
+    spark.conf.set(MAX_SOURCE_ROWS_CONF, "0")
+    try:
+        check_case(spark, case, table_uri, run_builder)
+    finally:
+        spark.conf.unset(MAX_SOURCE_ROWS_CONF)
 
 
 def test_column_conditions_and_values(spark: SparkSession, table_uri: str) -> None:
