@@ -237,3 +237,6 @@ def test_indexed_selective_filter_plans_only_matching_fragments(
     # Not selective enough to gain: the normal plan, same rows.
     rows, partitions = run("id >= 1000")
     assert len(rows) == 39_000 and partitions == 8
+    # A filter on a column without an index: the normal plan, same rows.
+    rows, partitions = run("label = 'l3'")
+    assert len(rows) == len([i for i in range(40_000) if i % 7 == 3]) and partitions == 8
