@@ -104,23 +104,40 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile")
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark conf for the session, over conf/spark-defaults.conf (repeatable)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = SparkSession.builder.master("local[2]").appName("lance_spark-profile").getOrCreate()
+    os.environ.setdefault("SPARK_CONF_DIR", os.path.join(os.path.dirname(__file__), "..", "conf"))
+    builder = SparkSession.builder.master("local[2]").appName("lance_spark-profile")
+    for pair in args.conf:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            parser.error(f"--conf takes KEY=VALUE, got {pair!r}")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     lance_spark.register(spark)
     spark.dataSource.register(_ReadySource)
     spark.dataSource.register(_OneRowSource)
     work = tempfile.mkdtemp(prefix="lance_spark_profile_")
     uri = os.path.join(work, "t.lance")
+    parquet = os.path.join(work, "t.parquet")
     try:
-        spark.range(0, args.rows, numPartitions=2).selectExpr(
+        data = spark.range(0, args.rows, numPartitions=2).selectExpr(
             "id",
             "rand(1) AS x",
             "concat('l', id % 50) AS label",
             "transform(sequence(1, 32), i -> cast((id * i) % 997 AS float)) AS vector",
-        ).write.format("lance").option("vector.arrow.fixed-size-list.size", "32").mode(
+        )
+        data.write.format("lance").option("vector.arrow.fixed-size-list.size", "32").mode(
             "append"
         ).save(uri)
+        data.write.parquet(parquet)
         ds = lance.dataset(uri)
         full = to_arrow_schema(spark.read.format("lance").load(uri).schema, timezone="UTC")
 
@@ -154,10 +171,27 @@ def main(argv: Sequence[str] | None = None) -> None:
             ),
             ("connector through Spark: full scan to noop", _median(noop(lance_all), args.runs)),
             (
+                "Spark's Parquet: full scan to noop",
+                _median(noop(spark.read.format("parquet").option("path", parquet)), args.runs),
+            ),
+            (
                 "Python source yielding ready batches, no I/O: all columns",
                 _median(noop(ready(_ALL)), args.runs),
             ),
             ("connector through Spark: columns id, x to noop", _median(noop(lance_two), args.runs)),
+            (
+                "Spark's Parquet: columns id, x to noop",
+                _median(
+                    lambda: (
+                        spark.read.parquet(parquet)
+                        .select("id", "x")
+                        .write.format("noop")
+                        .mode("overwrite")
+                        .save()
+                    ),
+                    args.runs,
+                ),
+            ),
             (
                 "Python source yielding ready batches, no I/O: id, x",
                 _median(noop(ready(_TWO)), args.runs),
@@ -176,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 _median(lambda: spark.range(1).filter("id = 0").collect(), args.runs),
             ),
         ]
+        if args.conf:
+            print("confs: " + ", ".join(f"`{c}`" for c in args.conf))
         print(f"| measurement ({args.rows:,} rows, local[2], median of {args.runs}) | seconds |")
         print("| --- | ---: |")
         for name, seconds in rows:
