@@ -17,8 +17,11 @@ No pruning (the plain join over the whole target) when:
 
 The source is evaluated twice, once for its keys and once in the join; a source that gave
 other rows the second time could match target rows that were never read. So the source is
-cached (memory and disk) for the MERGE, unless the caller cached it already, and both
-evaluations read the same rows.
+cached (memory and disk) for the MERGE, unless the caller cached it already or it only
+generates rows (a deterministic plan over ``spark.range`` or literal rows, which reads
+nothing that could change): then the key pass computes just the key column, and the join
+computes the source again. Delta Lake's ``merge.materializeSource=auto`` makes the same
+choice.
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ class KeyPruner:
     def _source_keys(self, column: str) -> pa.Array | None:
         if column in self._keys:
             return self._keys[column]
-        if self._source.storageLevel == StorageLevel.NONE:
+        if self._source.storageLevel == StorageLevel.NONE and not generates_rows(self._source):
             self._source.persist(StorageLevel.MEMORY_AND_DISK)
             self._cached_by_us = True
         # Bounded: the limit stops after max_rows + 1 rows, whatever the source's size. A
@@ -108,6 +111,30 @@ class KeyPruner:
             self.release()  # too large: the plain join, nothing cached
         self._keys[column] = keys
         return keys
+
+
+# Leaves that produce the same rows on every evaluation (nothing is read).
+_GENERATED_LEAVES = frozenset({"Range", "LocalRelation", "OneRowRelation"})
+# Spark calls these deterministic, but each query sees its own time. Matched in the plan's
+# text (one call, not a walk over every expression): a column that happens to be named like
+# them only costs the cache.
+_TIME_FUNCTIONS = ("current_", "now(", "localtimestamp", "unix_timestamp(")
+
+
+def generates_rows(frame: DataFrame) -> bool:
+    """Whether ``frame`` is a deterministic plan whose leaves only generate rows: evaluating
+    it twice gives the same rows for sure."""
+    plan = frame._jdf.queryExecution().analyzed()
+    if not bool(plan.deterministic()):
+        return False
+    text = str(plan.toString()).lower()
+    if any(name in text for name in _TIME_FUNCTIONS):
+        return False
+    leaves = plan.collectLeaves().iterator()
+    while leaves.hasNext():
+        if str(leaves.next().nodeName()) not in _GENERATED_LEAVES:
+            return False
+    return True
 
 
 def find_equi_key(target_rows: DataFrame, source: DataFrame, condition: Any) -> EquiKey | None:

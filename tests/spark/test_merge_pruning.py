@@ -3,6 +3,8 @@ MERGE leaves exactly the table the unpruned one does (checked with pylance)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import lance
 import pytest
 from pyspark import StorageLevel
@@ -15,6 +17,7 @@ from lance_spark._merge_pruning import (
     EquiKey,
     KeyPruner,
     find_equi_key,
+    generates_rows,
     max_source_rows,
 )
 from lance_spark.errors import InvalidOptionError
@@ -67,6 +70,38 @@ def test_predicate_keeps_only_the_source_keys(spark: SparkSession, table_uri: st
     finally:
         pruner.release()
     assert source.storageLevel == StorageLevel.NONE
+
+
+def test_generated_sources_are_not_cached(spark: SparkSession, table_uri: str) -> None:
+    _target(spark, table_uri)
+    source = spark.range(0, 2000, 7).select((F.col("id") + 1).alias("id"), F.lit("x").alias("s"))
+    pruner = KeyPruner(source, max_rows=1000, enabled=True)
+    try:
+        predicate = pruner.predicate(EquiKey("id", "id"), lance.dataset(table_uri).schema)
+        assert predicate is not None
+        kept = lance.dataset(table_uri).to_table(filter=predicate, columns=["id"])
+        assert sorted(kept.column("id").to_pylist()) == list(range(1, 1000, 7))
+        assert source.storageLevel == StorageLevel.NONE  # recomputing it gives the same rows
+    finally:
+        pruner.release()
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda spark, _: spark.range(5).selectExpr("id", "id * 2 AS n"), True),
+        (lambda spark, _: spark.sql("SELECT * FROM VALUES (1, 'a'), (2, 'b') AS v(id, s)"), True),
+        (lambda spark, _: spark.range(5).withColumn("r", F.rand(3)), False),
+        (lambda spark, _: spark.range(5).withColumn("ts", F.current_timestamp()), False),
+        (lambda spark, _: spark.createDataFrame([(1,)], "id long"), False),  # an RDD
+        (lambda spark, uri: spark.read.format("lance").load(uri), False),  # reads a table
+    ],
+)
+def test_which_sources_only_generate_rows(
+    spark: SparkSession, table_uri: str, make: Any, expected: bool
+) -> None:
+    _target(spark, table_uri, rows=10)
+    assert generates_rows(make(spark, table_uri)) is expected
 
 
 def test_no_predicate_when_disabled_or_the_source_is_too_large(
