@@ -1,6 +1,6 @@
 """Side-by-side benchmark of the ``lance`` data source against Spark's Parquet.
 
-``python -m benchmarks.run --rows 5000000 --runs 5 --out BENCHMARKS.md [--work-dir DIR]``
+``python -m benchmarks.run --rows 5000000 --runs 7 --out BENCHMARKS.md [--work-dir DIR]``
 (``make bench``) generates deterministic data, writes it as Parquet with Spark and as Lance
 with the connector, then times every case in ONE Spark session: a warm-up run of each side,
 then ``--runs`` runs of each, alternating which side goes first (Lance first on even runs,
@@ -218,6 +218,45 @@ class Report:
     data: DataInfo
     cases: tuple[CaseResult, ...]
     memory: tuple[MemoryResult, ...]
+    settings: tuple[tuple[str, str], ...] = ()
+
+
+# Session settings that change the results, recorded in the report: Spark confs (read from
+# the SparkConf, "(not set)" when absent) and SQL confs (their effective value).
+REPORTED_SPARK_CONFS = (
+    "spark.python.unix.domain.socket.enabled",
+    "spark.driver.extraJavaOptions",
+    "spark.executor.extraJavaOptions",
+    "spark.driver.memory",
+)
+REPORTED_SQL_CONFS = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")
+
+
+# What Spark itself adds to every JVM's options (JavaModuleOptions); left out of the report.
+_SPARK_JVM_DEFAULTS = {
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    "-Djava.net.preferIPv6Addresses=false",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.allocator.type=pooled",
+    "-Dio.netty.handler.ssl.defaultEndpointVerificationAlgorithm=NONE",
+}
+
+
+def _own_options(value: str) -> str:
+    """Java options without the module flags Spark adds to every JVM."""
+    kept = [t for t in value.split() if not t.startswith("--") and t not in _SPARK_JVM_DEFAULTS]
+    return " ".join(kept) or "(none beyond Spark's)"
+
+
+def session_settings(spark: SparkSession) -> tuple[tuple[str, str], ...]:
+    conf = spark.sparkContext.getConf()
+    spark_confs = [(key, str(conf.get(key, "(not set)"))) for key in REPORTED_SPARK_CONFS]
+    spark_confs = [
+        (key, _own_options(value) if key.endswith("JavaOptions") else value)
+        for key, value in spark_confs
+    ]
+    sql_confs = [(key, str(spark.conf.get(key))) for key in REPORTED_SQL_CONFS]
+    return tuple(spark_confs + sql_confs)
 
 
 # --- timing ---------------------------------------------------------------------------------
@@ -891,7 +930,9 @@ def render(report: Report) -> str:
         f"- OS: {m.os}",
         f"- Python {m.python}; Java: {m.java}",
         f"- pyspark {m.pyspark}, pylance {m.pylance}, pyarrow {m.pyarrow}",
-        f"- Spark master `{report.master}`, one session for every case",
+        f"- Spark master `{report.master}`, one session for every case; its settings that "
+        "matter here (from `conf/spark-defaults.conf`, see the README's recommended settings):",
+        *(f"  - `{key}` = `{value}`" for key, value in report.settings),
         "",
         "## Data",
         "",
@@ -968,7 +1009,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Side-by-side benchmark of the lance data source against Spark's Parquet.",
     )
     parser.add_argument("--rows", type=int, default=5_000_000, help="rows (default 5000000)")
-    parser.add_argument("--runs", type=int, default=5, help="measured runs per side (default 5)")
+    parser.add_argument("--runs", type=int, default=7, help="measured runs per side (default 7)")
     parser.add_argument("--out", default="BENCHMARKS.md", help="Markdown report to write")
     parser.add_argument(
         "--work-dir", default=None, help="where the tables go (a fresh directory inside it)"
@@ -1012,6 +1053,7 @@ def run_benchmark(spark: SparkSession, rows: int, runs: int, root: Path, command
         data=data,
         cases=cases,
         memory=memory,
+        settings=session_settings(spark),
     )
 
 
