@@ -250,13 +250,12 @@ def _own_options(value: str) -> str:
 
 def session_settings(spark: SparkSession) -> tuple[tuple[str, str], ...]:
     conf = spark.sparkContext.getConf()
-    spark_confs = [(key, str(conf.get(key, "(not set)"))) for key in REPORTED_SPARK_CONFS]
-    spark_confs = [
-        (key, _own_options(value) if key.endswith("JavaOptions") else value)
-        for key, value in spark_confs
-    ]
-    sql_confs = [(key, str(spark.conf.get(key))) for key in REPORTED_SQL_CONFS]
-    return tuple(spark_confs + sql_confs)
+    settings = []
+    for key in REPORTED_SPARK_CONFS:
+        value = str(conf.get(key, "(not set)"))
+        settings.append((key, _own_options(value) if key.endswith("JavaOptions") else value))
+    settings += [(key, str(spark.conf.get(key))) for key in REPORTED_SQL_CONFS]
+    return tuple(settings)
 
 
 # --- timing ---------------------------------------------------------------------------------

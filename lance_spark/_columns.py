@@ -126,7 +126,9 @@ def add_expression_columns(
     }
     plan = _Plan(
         rows=_sorted(values, keyed=False),
-        target=_target_schema(values.select(*(F.col(_quoted(n)) for n in names)).schema),
+        target=_target_schema(
+            values.select(*(F.col(_session.quote_identifier(n)) for n in names)).schema
+        ),
         keyed=False,
         parameters={"columns": ", ".join(names), "expressions": json.dumps(texts)},
     )
@@ -169,23 +171,28 @@ def add_joined_columns(
     version = int(ds.version)
     rows = _read(spark, uri, storage, version, _prunable([table_key]))
     right = source.select(
-        F.col(_quoted(source_key)).alias(_KEY), *(F.col(_quoted(n)).alias(n) for n in names)
+        F.col(_session.quote_identifier(source_key)).alias(_KEY),
+        *(F.col(_session.quote_identifier(n)).alias(n) for n in names),
     ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
     duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
     # Full outer: the DataFrame's keys that match no row are dropped below unless they are
     # duplicates, which the tasks report (so every duplicate is an error, like a matched one).
-    joined = rows.join(right, rows[_quoted(table_key)] == right[_KEY], "full_outer")
+    joined = rows.join(
+        right, rows[_session.quote_identifier(table_key)] == right[_KEY], "full_outer"
+    )
     joined = joined.where(rows["_rowaddr"].isNotNull() | duplicate)
     values = joined.select(
         *_address(rows),
         right[_KEY].isNotNull().alias(_MATCHED),
         duplicate.alias(_DUPLICATE),
         F.when(duplicate, right[_KEY].cast("string")).alias(_KEY_TEXT),
-        *(right[_quoted(n)].alias(n) for n in names),
+        *(right[_session.quote_identifier(n)].alias(n) for n in names),
     )
     plan = _Plan(
         rows=_sorted(values, keyed=True),
-        target=_target_schema(source.select(*(F.col(_quoted(n)) for n in names)).schema),
+        target=_target_schema(
+            source.select(*(F.col(_session.quote_identifier(n)) for n in names)).schema
+        ),
         keyed=True,
         parameters={"columns": ", ".join(names), "on": table_key},
     )
@@ -418,10 +425,6 @@ def _worker_error(err: Exception) -> LanceSparkError | None:
     if match is None or not isinstance(cls, type) or not issubclass(cls, LanceSparkError):
         return None
     return cls(match.group(2))
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _resolve(name: str, names: Sequence[str]) -> str | None:

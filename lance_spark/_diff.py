@@ -273,7 +273,9 @@ def _unique(rows: DataFrame, keys: list[str], version: int, uri: str) -> DataFra
         f"diff key ({', '.join(keys)}) is not unique in version {version} of the Lance table "
         f"at {uri}: a key must identify one row"
     )
-    count = F.count(F.lit(1)).over(Window.partitionBy(*[F.col(_quote(k)) for k in keys]))
+    count = F.count(F.lit(1)).over(
+        Window.partitionBy(*[F.col(_session.quote_identifier(k)) for k in keys])
+    )
     check = F.when(count > 1, F.raise_error(F.lit(message)))
     return rows.withColumn(f"{_P}_check", check)
 
@@ -297,10 +299,13 @@ def _changes(
     names = list(target)
 
     def project(side: _Side, tag: str, marker: str, extra: list[Column]) -> DataFrame:
-        cols = [F.col(_quote(k)).alias(f"{_P}_{tag}_id{i}") for i, k in enumerate(ids)]
+        cols = [
+            F.col(_session.quote_identifier(k)).alias(f"{_P}_{tag}_id{i}")
+            for i, k in enumerate(ids)
+        ]
         for i, name in enumerate(names):
             value = (
-                F.col(_quote(name)).cast(target[name])
+                F.col(_session.quote_identifier(name)).cast(target[name])
                 if name in side.columns
                 else F.lit(None).cast(target[name])
             )
@@ -399,7 +404,7 @@ def _has_map(data_type: DataType) -> bool:
 
 def _empty(rows: DataFrame, target: Mapping[str, DataType]) -> DataFrame:
     return rows.where(F.lit(False)).select(
-        *[F.col(_quote(n)) for n in target],
+        *[F.col(_session.quote_identifier(n)) for n in target],
         F.lit(None).cast(StringType()).alias(CHANGE_TYPE),
         F.lit(None).cast(LongType()).alias(COMMIT_VERSION),
     )
@@ -431,7 +436,3 @@ class _Reader:
 
 def _spark_columns(rows: DataFrame) -> dict[str, DataType]:
     return {f.name: f.dataType for f in rows.schema.fields}
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

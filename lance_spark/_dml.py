@@ -301,14 +301,20 @@ def _read_pinned(
     return reader.load(uri)
 
 
+def attribute_names(output: Any) -> dict[int, str]:
+    """exprId -> name of the attributes in a JVM plan's ``output``."""
+    names: dict[int, str] = {}
+    iterator = output.iterator()
+    while iterator.hasNext():
+        attribute = iterator.next()
+        names[int(attribute.exprId().id())] = str(attribute.name())
+    return names
+
+
 def referenced_columns(frame: DataFrame, target: Pinned, columns: Iterable[Column]) -> set[str]:
     """The names of ``target.rows``' columns that ``columns`` (resolved in ``frame``, a
     DataFrame built on ``target.rows``) refer to."""
-    output = target.rows._jdf.queryExecution().analyzed().output().iterator()
-    names: dict[int, str] = {}
-    while output.hasNext():
-        attribute = output.next()
-        names[int(attribute.exprId().id())] = str(attribute.name())
+    names = attribute_names(target.rows._jdf.queryExecution().analyzed().output())
     found: set[str] = set()
     for column in columns:
         references = _resolved(frame, column).references().iterator()

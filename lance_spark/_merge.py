@@ -111,11 +111,16 @@ def _pruning_filter(
     pruner: _merge_pruning.KeyPruner, target: _dml.Pinned, spec: MergeSpec
 ) -> str | None:
     """The Lance filter that keeps only the target rows the source's keys can match."""
-    tgt = target.rows.alias(spec.target_alias) if spec.target_alias else target.rows
+    tgt = _aliased(target, spec)
     key = _merge_pruning.find_equi_key(tgt, spec.source, _dml.as_column(spec.condition))
     if key is None or key.target_column not in target.schema.names:
         return None
     return pruner.predicate(key, target.schema)
+
+
+def _aliased(target: _dml.Pinned, spec: MergeSpec) -> DataFrame:
+    """The target's rows under the statement's target alias, if it has one."""
+    return target.rows.alias(spec.target_alias) if spec.target_alias else target.rows
 
 
 def check_clauses(clauses: Sequence[Clause]) -> None:
@@ -147,7 +152,7 @@ def _needed_columns(target: _dml.Pinned, spec: MergeSpec) -> set[str]:
     copies unchanged into the rewritten row. An upsert by key (``UPDATE SET *`` from a source
     with every column) reads only the key: the rewritten rows take their values from the
     source."""
-    tgt = target.rows.alias(spec.target_alias) if spec.target_alias else target.rows
+    tgt = _aliased(target, spec)
     joined = tgt.join(spec.source, on=_dml.as_column(spec.condition), how="full")
     expressions = [_dml.as_column(spec.condition)]
     needed: set[str] = set()

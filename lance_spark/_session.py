@@ -50,6 +50,11 @@ def lance_reader(spark: SparkSession, storage: Mapping[str, str]) -> DataFrameRe
     return reader
 
 
+def quote_identifier(name: str) -> str:
+    """``name`` as a Spark SQL identifier (backticks, inner ones doubled), for ``F.col``."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _storage_conf(spark: SparkSession) -> dict[str, str]:
     pairs: dict[str, Any] = dict(spark.sparkContext.getConf().getAll())
     pairs.update(spark.conf.getAll)
