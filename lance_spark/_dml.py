@@ -7,14 +7,29 @@ DataFrame (conditions, joins, clause logic) from the table read at a pinned vers
 ``_rowaddr`` and ``_rowid``. The rows are hash-partitioned by fragment, so each touched
 fragment's deletion file is written by exactly one task; the same task streams the rows to
 write into new fragment files. The driver collects one small row per written file and commits
-ONE transaction on the pinned version. Untouched fragments are not rewritten, nothing of the
-table is collected to the driver, and a commit Lance calls retryable is redone from the start
-on the newer version (at most ``MAX_ATTEMPTS`` times).
+ONE transaction. Untouched fragments are not rewritten and nothing of the table is collected
+to the driver.
+
+Concurrency: the statements are serializable with each other. Before committing, the driver
+checks the versions committed since the pinned one (:mod:`lance_spark._conflicts`): when one
+changed a fragment the statement changes, or added rows the statement's read set may hold
+(a MERGE's equi-join keys, compared with the source's keys; any added row for UPDATE and
+DELETE conditions), the statement is redone from the start on the newer version. Otherwise it
+commits on the latest version it checked, listing a sentinel fragment so that Lance reports a
+retryable conflict to the later of two row-level commits racing after their checks; that one
+is redone too. At most ``MAX_ATTEMPTS`` attempts, with a short jittered pause between them,
+then :class:`~lance_spark.errors.ConcurrentModificationError`. Appends never conflict with
+each other. A blind append that commits between a statement's check and its commit is not
+seen by the statement: the result is that of the statement followed by the append (Delta's
+``WriteSerializable``, where blind appends never conflict with a MERGE either); appends
+committed before the check are checked like any other commit.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
@@ -30,15 +45,21 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
-from lance_spark import _commit, _dataset, _files, _reader, _session, _types
+from lance_spark import _commit, _conflicts, _dataset, _files, _reader, _session, _types
 from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
     CommitConflictError,
+    ConcurrentModificationError,
     InvalidOptionError,
 )
 
-MAX_ATTEMPTS = 3
+# Each attempt is a whole Spark job; a handful of writers racing on the same rows settle in a
+# few rounds (one wins each round). Between attempts: a random pause of up to
+# min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2 ** retries), so racers do not meet again at once.
+MAX_ATTEMPTS = 8
+_BACKOFF_BASE_S = 0.2
+_BACKOFF_MAX_S = 3.0
 _OFFSET_MASK = 0xFFFFFFFF
 
 # What a change row does to the table.
@@ -97,6 +118,8 @@ class ChangePlan:
     operation: str
     parameters: Mapping[str, str] = field(default_factory=dict)
     predicate: str = "true"
+    # What the statement reads, for the check against concurrent commits (default: any row).
+    read_set: _conflicts.ReadSet = field(default_factory=_conflicts.ReadSet)
 
 
 @dataclass(frozen=True)
@@ -205,9 +228,12 @@ def run(
     app_id: str | None,
     plan: Callable[[Pinned], ChangePlan],
 ) -> ChangeCounts:
-    """Pin, plan, run one job and commit one transaction; redo it all on a retryable
-    conflict (at most ``MAX_ATTEMPTS`` times). Nothing is committed on any failure."""
+    """Pin, plan, run one job and commit one transaction; redo it all when a concurrent
+    commit overlaps it or Lance calls the commit retryable (at most ``MAX_ATTEMPTS`` times,
+    then :class:`ConcurrentModificationError`). Nothing is committed on any failure."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
+        if attempt > 1:
+            time.sleep(random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))))
         target = pin(spark, uri, storage)
         change = plan(target)
         job_id = uuid.uuid4().hex
@@ -225,6 +251,12 @@ def run(
             except CommitConflictError as err:
                 if err.retryable and attempt < MAX_ATTEMPTS:
                     continue  # the finally below removes this attempt's files
+                if err.retryable:
+                    raise ConcurrentModificationError(
+                        f"{err} (gave up after {attempt} attempt(s))",
+                        read_version=getattr(err, "read_version", None),
+                        conflicting_version=getattr(err, "conflicting_version", None),
+                    ) from err
                 raise CommitConflictError(
                     f"{err} (gave up after {attempt} attempt(s))", retryable=err.retryable
                 ) from err
@@ -435,35 +467,86 @@ def _commit_changes(
     }
     evolved = _evolves(change, target)
     read_version = target.version
-    operation: lance.LanceOperation.BaseOperation
-    if evolved and change.write_schema is not None and not outcome.removed:
-        operation = _merge_op(target, outcome, change.write_schema, storage)
-    elif evolved and change.write_schema is not None:
-        # Lance's Merge must list every fragment of the version it reads, so it cannot drop
-        # the fragments this change empties. Add the columns first (metadata only, a version
-        # of its own), then commit an Update, which may drop fragments, on that version.
-        read_version = _add_null_columns(target, change.write_schema, storage)
-        operation = _update_op(outcome)
-    elif not outcome.new:
-        operation = lance.LanceOperation.Delete(outcome.updated, outcome.removed, change.predicate)
-    else:
-        operation = _update_op(outcome)
     info = _commit.CommitInfo(
         operation=change.operation,
         parameters=change.parameters,
         metrics=metrics,
         app_id=app_id,
     )
+    operation: lance.LanceOperation.BaseOperation
+    if evolved and change.write_schema is not None and not outcome.removed:
+        # One Merge on the pinned version: Lance fails it (retryable) on any concurrent
+        # change of the table's data, so it needs no check of its own.
+        operation = _merge_op(target, outcome, change.write_schema, storage)
+        return _commit.commit(
+            target.uri, operation, read_version=read_version, info=info, storage=storage
+        )
+    if evolved and change.write_schema is not None:
+        # Lance's Merge must list every fragment of the version it reads, so it cannot drop
+        # the fragments this change empties. Add the columns first (metadata only, a version
+        # of its own), then commit an Update, which may drop fragments, on that version.
+        read_version = _add_null_columns(target, change.write_schema, storage)
+    latest = _check_concurrent(change, target, outcome, read_version, storage)
     return _commit.commit(
-        target.uri, operation, read_version=read_version, info=info, storage=storage
+        target.uri,
+        _row_level_op(outcome, latest, change.predicate),
+        read_version=int(latest.version),
+        info=info,
+        storage=storage,
     )
 
 
-def _update_op(outcome: _Outcome) -> lance.LanceOperation.BaseOperation:
+def _check_concurrent(
+    change: ChangePlan,
+    target: Pinned,
+    outcome: _Outcome,
+    read_version: int,
+    storage: Mapping[str, str],
+) -> lance.LanceDataset:
+    """The latest version, after checking that nothing committed since ``read_version``
+    overlaps the change (else :class:`ConcurrentModificationError`, retryable)."""
+    latest = _dataset.open_latest(target.uri, storage=storage)
+    if int(latest.version) == read_version:
+        return latest
+    touched = {f.id for f in outcome.updated} | set(outcome.removed)
+    overlap = _conflicts.find_overlap(
+        target.uri,
+        storage=storage,
+        read_version=read_version,
+        latest=latest,
+        touched=touched,
+        read_set=change.read_set,
+    )
+    if overlap is None:
+        return latest
+    raise ConcurrentModificationError(
+        f"{change.operation} on the Lance table at {target.uri!r} read version "
+        f"{read_version}, and version {overlap.version} ({overlap.operation}) committed "
+        f"meanwhile overlaps it: {overlap.what}. Nothing was committed",
+        read_version=read_version,
+        conflicting_version=overlap.version,
+    )
+
+
+def _row_level_op(
+    outcome: _Outcome, latest: lance.LanceDataset, predicate: str
+) -> lance.LanceOperation.BaseOperation:
+    """The change as one Lance operation on ``latest``, visible to Lance's conflict check
+    against every other row-level commit (see :mod:`lance_spark._conflicts`)."""
+    touched = {f.id for f in outcome.updated} | set(outcome.removed)
+    sentinel = _conflicts.sentinel(latest, touched)
+    if sentinel is None and not touched:
+        # No fragment at all: the change only inserts. A Merge listing the new fragments
+        # conflicts with every concurrent data change (an Update of no fragment would not).
+        start = _conflicts.next_fragment_id(latest)
+        for offset, fragment in enumerate(outcome.new):
+            fragment.id = start + offset
+        return lance.LanceOperation.Merge(list(outcome.new), latest.lance_schema)
+    updated = [*outcome.updated, *([sentinel] if sentinel is not None else [])]
+    if not outcome.new:
+        return lance.LanceOperation.Delete(updated, outcome.removed, predicate)
     return lance.LanceOperation.Update(
-        removed_fragment_ids=outcome.removed,
-        updated_fragments=outcome.updated,
-        new_fragments=outcome.new,
+        removed_fragment_ids=outcome.removed, updated_fragments=updated, new_fragments=outcome.new
     )
 
 

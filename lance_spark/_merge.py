@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
-from lance_spark import _commit, _dataset, _dml, _merge_pruning, _types
+from lance_spark import _commit, _conflicts, _dataset, _dml, _merge_pruning, _types
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 
 _TARGET_PRESENT = "__lance_spark_target_present"
@@ -96,10 +96,11 @@ def merge(
 
     def plan(target: _dml.Pinned) -> _dml.ChangePlan:
         needed = _needed_columns(target, spec)
-        narrowed = _dml.narrow(
-            spark, target, needed, storage, filter=_pruning_filter(pruner, target, spec)
-        )
-        return _plan(narrowed, spec, storage)
+        row_filter, read_key = _pruning(pruner, target, spec)
+        narrowed = _dml.narrow(spark, target, needed, storage, filter=row_filter)
+        # A matched row no clause acts on is read but not changed (untouched_rows).
+        read_set = _conflicts.ReadSet(key=read_key, untouched_rows=True)
+        return replace(_plan(narrowed, spec, storage), read_set=read_set)
 
     try:
         return _dml.run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan)
@@ -107,15 +108,20 @@ def merge(
         pruner.release()
 
 
-def _pruning_filter(
+def _pruning(
     pruner: _merge_pruning.KeyPruner, target: _dml.Pinned, spec: MergeSpec
-) -> str | None:
-    """The Lance filter that keeps only the target rows the source's keys can match."""
+) -> tuple[str | None, _conflicts.KeyReadSet | None]:
+    """The Lance filter that keeps only the target rows the source's keys can match, and
+    those keys as the MERGE's read set (None, None: no equi-key, or no keys collected)."""
     tgt = _aliased(target, spec)
     key = _merge_pruning.find_equi_key(tgt, spec.source, _dml.as_column(spec.condition))
     if key is None or key.target_column not in target.schema.names:
-        return None
-    return pruner.predicate(key, target.schema)
+        return None, None
+    keys = pruner.keys(key)
+    if keys is None:
+        return None, None
+    read_key = _conflicts.KeyReadSet(key.target_column, keys)
+    return pruner.predicate(key, target.schema), read_key
 
 
 def _aliased(target: _dml.Pinned, spec: MergeSpec) -> DataFrame:

@@ -85,12 +85,18 @@ class KeyPruner:
 
     def predicate(self, key: EquiKey, target_schema: pa.Schema) -> str | None:
         """A Lance predicate keeping the target rows whose key the source has, or None."""
-        if not self._enabled:
-            return None
-        keys = self._source_keys(key.source_column)
+        keys = self.keys(key)
         if keys is None:
             return None
         return in_list_predicate((key.target_column,), keys, target_schema)
+
+    def keys(self, key: EquiKey) -> pa.Array | None:
+        """The source's distinct non-null values of ``key.source_column`` (None: pruning is
+        off or the source is too large); also what the MERGE can read, for the conflict
+        check of :mod:`lance_spark._conflicts`."""
+        if not self._enabled:
+            return None
+        return self._source_keys(key.source_column)
 
     def release(self) -> None:
         if self._cached_by_us:

@@ -19,6 +19,7 @@ __all__ = [
     "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",
+    "ConcurrentModificationError",
     "InvalidOptionError",
     "LanceSparkError",
     "SchemaMismatchError",
@@ -76,3 +77,30 @@ class CommitConflictError(LanceSparkError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class ConcurrentModificationError(CommitConflictError):
+    """A MERGE, UPDATE or DELETE kept meeting concurrent commits that changed rows it reads
+    (or the fragments it changes), and was redone until its attempts ran out. Nothing of it
+    was committed; the message names the version it read, the version that overlapped and
+    what overlapped.
+
+    Example::
+
+        from lance_spark.errors import ConcurrentModificationError
+        try:
+            t.alias("t").merge(src.alias("s"), "s.id = t.id").whenNotMatchedInsertAll().execute()
+        except ConcurrentModificationError as e:
+            print(e.read_version, e.conflicting_version)  # run it again later
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        read_version: int | None = None,
+        conflicting_version: int | None = None,
+    ) -> None:
+        super().__init__(message, retryable=True)
+        self.read_version = read_version
+        self.conflicting_version = conflicting_version
