@@ -13,7 +13,7 @@ import pytest
 from lance.fragment import write_fragments
 from pyspark.sql import SparkSession
 
-from lance_spark import CommitConflictError, LanceTable, _commit
+from lance_spark import ConcurrentModificationError, LanceTable, _commit, _dml
 
 pytestmark = pytest.mark.spark
 
@@ -81,14 +81,21 @@ def test_retryable_conflict_is_redone_on_the_new_version(
 
 
 def test_gives_up_after_bounded_attempts_naming_them(
-    spark: SparkSession, table_uri: str, racing_commit: dict[str, int]
+    spark: SparkSession,
+    table_uri: str,
+    racing_commit: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     t = _table(spark, table_uri)
-    racing_commit["races"] = 10
+    racing_commit["races"] = 100
+    monkeypatch.setattr(_dml, "_BACKOFF_MAX_S", 0.0)
     src = spark.createDataFrame([(1, "x")], "id long, val string")
-    with pytest.raises(CommitConflictError, match=r"gave up after 3 attempt\(s\)"):
+    attempts = _dml.MAX_ATTEMPTS
+    with pytest.raises(
+        ConcurrentModificationError, match=rf"gave up after {attempts} attempt\(s\)"
+    ):
         t.alias("t").merge(src.alias("s"), "s.id = t.id").whenMatchedUpdateAll().execute()
-    assert racing_commit["calls"] == 3
+    assert racing_commit["calls"] == attempts
     assert lance.dataset(table_uri).to_table().to_pydict()["val"].count("x") == 0
     assert _files(table_uri) == _all_versions_files(table_uri)
 
