@@ -145,6 +145,7 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 def _race(spark: SparkSession, uri: str, threads_ops: list[list[_Op]]) -> None:
     barrier = threading.Barrier(len(threads_ops))
+    unexpected: list[BaseException] = []
 
     def work(ops: list[_Op]) -> None:
         barrier.wait(timeout=300)
@@ -153,6 +154,8 @@ def _race(spark: SparkSession, uri: str, threads_ops: list[list[_Op]]) -> None:
                 op.run(spark, uri)
             except ConcurrentModificationError as err:
                 op.error = err
+            except Exception as err:  # noqa: BLE001  (reported by the test below)
+                unexpected.append(err)
 
     threads = [threading.Thread(target=work, args=(ops,)) for ops in threads_ops]
     for thread in threads:
@@ -160,6 +163,7 @@ def _race(spark: SparkSession, uri: str, threads_ops: list[list[_Op]]) -> None:
     for thread in threads:
         thread.join(timeout=900)
         assert not thread.is_alive()
+    assert not unexpected, "\n".join(repr(e)[:3000] for e in unexpected)
 
 
 def _check_serial(uri: str, version: int, ops: list[_Op]) -> list[str]:
