@@ -4,14 +4,17 @@ Spark hands a data source its options as a case-insensitive mapping of strings. 
 is validated here: an unknown key is an error that lists the valid ones, so a typo such as
 ``verison`` fails loudly instead of silently reading the latest version.
 
-Storage options (credentials, endpoints) come from ``storage.<key>`` options and from the
-Spark conf ``spark.lance.storage.<key>`` (captured by :func:`lance_spark.register`). They are
-kept out of every ``repr`` so they never reach a log line or an error message.
+Storage options (credentials, endpoints) come from ``storage.<key>`` options, from
+``register(spark, storage_options={...})`` and from the Spark conf ``spark.lance.storage.<key>``
+(captured by :func:`lance_spark.register`; secret-looking keys are refused there, see
+:func:`secret_storage_keys`). They are kept out of every ``repr`` so they never reach a log
+line or an error message.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +27,15 @@ STORAGE_PREFIX = "storage."
 CATALOG_OPTION_PREFIX = "option."
 # Keys Spark itself puts into the options of a data source (catalog tables, DataFrameReader).
 SPARK_KEYS = frozenset({"path", "paths", "location", "provider", "owner", "comment", "external"})
+
+# Storage keys taken for secrets: the lower-cased key contains one of these words...
+SECRET_KEY_WORDS = ("secret", "password", "passwd", "token", "credential", "key", "sas")
+# ...unless it names where the secret is (a file, a path, a URI), not the secret itself,
+SECRET_LOCATION_SUFFIXES = ("_file", "_path", "_uri")
+# ...or is one of these (an identifier and a flag that happen to contain "key").
+NOT_SECRET_KEYS = frozenset({"aws_sse_kms_key_id", "aws_sse_bucket_key_enabled"})
+# A value holding a URL with a password (``http://user:pass@proxy``) is a secret too.
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s]*:[^/@\s]*@")
 
 # --- read keys ------------------------------------------------------------------------------
 VERSION = "version"
@@ -380,3 +392,32 @@ def _storage(opts: Mapping[str, str], session_storage: Mapping[str, str] | None)
         if key.startswith(STORAGE_PREFIX) and len(key) > len(STORAGE_PREFIX):
             storage[key[len(STORAGE_PREFIX) :]] = value
     return storage
+
+
+def secret_storage_keys(storage: Mapping[str, str]) -> list[str]:
+    """The keys of ``storage`` that look like secrets (sorted), for the conf path to refuse.
+
+    A key looks like a secret when, lower-cased, it contains ``secret``, ``password``,
+    ``passwd``, ``token``, ``credential``, ``key`` or ``sas`` (``aws_secret_access_key``,
+    ``aws_access_key_id``, ``aws_session_token``, ``azure_storage_account_key``,
+    ``azure_storage_sas_token``, ``azure_client_secret``, ``google_service_account_key``,
+    ...), except keys ending in ``_file``, ``_path`` or ``_uri`` (where a secret is, not the
+    secret) and ``aws_sse_kms_key_id`` / ``aws_sse_bucket_key_enabled``. A value that is a URL
+    with a password (``http://user:pass@host``) makes its key secret whatever its name.
+
+    Example::
+
+        secret_storage_keys({"aws_region": "eu-west-1", "aws_secret_access_key": "..."})
+        # ['aws_secret_access_key']
+    """
+    found = []
+    for key, value in storage.items():
+        lowered = key.lower()
+        named = (
+            any(word in lowered for word in SECRET_KEY_WORDS)
+            and not lowered.endswith(SECRET_LOCATION_SUFFIXES)
+            and lowered not in NOT_SECRET_KEYS
+        )
+        if named or _URL_WITH_PASSWORD.search(str(value)):
+            found.append(key)
+    return sorted(found)

@@ -22,6 +22,7 @@ __all__ = [
     "InvalidOptionError",
     "LanceSparkError",
     "SchemaMismatchError",
+    "SecretInConfError",
     "SqlSyntaxError",
     "TableNotFoundError",
     "UnsupportedTypeError",
@@ -35,6 +36,13 @@ class LanceSparkError(Exception):
 
 class InvalidOptionError(LanceSparkError, ValueError):
     """An option is unknown, malformed, or conflicts with another option."""
+
+
+class SecretInConfError(InvalidOptionError):
+    """A storage option that looks like a secret was given in the Spark conf
+    (``spark.lance.storage.<key>``), which Spark copies in clear text into job properties and
+    the event log; give it with ``lance_spark.register(spark, storage_options={...})`` or
+    through the environment instead."""
 
 
 class UnsupportedTypeError(LanceSparkError, ValueError):

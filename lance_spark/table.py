@@ -44,7 +44,7 @@ from lance_spark._dataset import (
 )
 from lance_spark._merge import LanceMergeBuilder
 from lance_spark._options import TimeTravel, parse_timestamp
-from lance_spark._session import _storage_conf, lance_reader
+from lance_spark._session import lance_reader, session_storage
 from lance_spark._source import FORMAT_NAME, _normalise_uri
 from lance_spark.errors import (
     ColumnNotFoundError,
@@ -133,7 +133,7 @@ class LanceTable:
     ) -> None:
         self._spark = spark
         self._uri = uri
-        self._storage: dict[str, str] = {**_storage_conf(spark), **(storage_options or {})}
+        self._storage: dict[str, str] = {**session_storage(spark), **(storage_options or {})}
         self._alias: str | None = None
 
     def __repr__(self) -> str:  # never the storage options: they may hold secrets
