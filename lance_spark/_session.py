@@ -7,7 +7,7 @@ from typing import Any
 
 from pyspark.sql import DataFrameReader, SparkSession
 
-from lance_spark import _sql
+from lance_spark import _sql, _threads
 from lance_spark._options import STORAGE_PREFIX
 from lance_spark._source import FORMAT_NAME, LanceDataSource, SessionDefaults
 
@@ -21,7 +21,8 @@ def register(spark: SparkSession) -> None:
     - switches on Spark's filter pushdown for Python data sources, which is off by default;
     - captures ``spark.lance.storage.<key>`` confs as Lance storage options for every read and
       write (call ``register`` again after changing them);
-    - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table.
+    - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table;
+    - lets reads and writes run from any Python thread (``threading``, thread pools).
 
     Example::
 
@@ -40,6 +41,7 @@ def register(spark: SparkSession) -> None:
     source = type("LanceDataSource", (LanceDataSource,), {"defaults": defaults})
     spark.dataSource.register(source)
     _sql.install(spark, defaults)
+    _threads.install()  # writes from any Python thread (see _threads for the Spark limit)
 
 
 def lance_reader(spark: SparkSession, storage: Mapping[str, str]) -> DataFrameReader:
