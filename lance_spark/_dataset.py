@@ -55,7 +55,13 @@ def open_resolved(
     uri: str, travel: TimeTravel, *, storage: Mapping[str, str]
 ) -> lance.LanceDataset:
     """Open the version ``travel`` designates (the latest when it designates none)."""
-    ds = open_latest(uri, storage=storage)
+    try:
+        ds = open_latest(uri, storage=storage)
+    except CorruptTableError:
+        if travel.version is None:
+            raise
+        # The latest manifest is damaged: an explicitly named version may still be intact.
+        return open_version(uri, travel.version, storage=storage)
     version = resolve_version(ds, travel, uri=uri)
     return ds if version == ds.version else open_version(uri, version, storage=storage)
 
