@@ -173,7 +173,7 @@ def _damage(err: BaseException) -> str | None:
         return text if _PANIC_TEXT in text else None
     if not isinstance(err, (OSError, ValueError, RuntimeError)):
         return None
-    if any(marker in text for marker in _DAMAGE_TEXTS) or _MISSING_FILE.search(text):
+    if any(marker in text for marker in _DAMAGE_TEXTS):
         return _RUST_LOCATION.sub("", text).strip()
     return None
 
@@ -187,7 +187,7 @@ def _reading_manifest(
     # Only pylance's damaged-file errors are translated; everything else is re-raised as is.
     except BaseException as err:
         reason = _damage(err)
-        if reason is None or _MISSING_FILE.search(reason):
+        if reason is None:
             raise
         named = _CORRUPT_FILE.search(reason)
         path = None
@@ -280,6 +280,8 @@ def reading_data(
         yield
     except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
         reason = _damage(err)
+        if reason is None and _MISSING_FILE.search(str(err)):
+            reason = _RUST_LOCATION.sub("", str(err)).strip()
         if reason is None:
             raise
         found = _damaged_data_file(uri, ds, fragment_ids, reason, storage)
@@ -305,8 +307,9 @@ def _damaged_data_file(
     reason: str,
     storage: Mapping[str, str],
 ) -> tuple[int, list[str]] | None:
-    """(fragment id, [file]) of the file ``reason`` is about, by its name when pylance gives
-    it, else by a size that differs from the one the manifest records (or all candidates)."""
+    """(fragment id, [file]) of the file ``reason`` is about: by its name when pylance gives
+    it, else the data file whose size differs from the one the manifest records or that does
+    not end with Lance's magic number; all candidates when none does."""
     candidates: list[tuple[int, str, int | None]] = []
     for fragment_id in fragment_ids:
         fragment = ds.get_fragment(fragment_id)
@@ -327,14 +330,20 @@ def _damaged_data_file(
     if not candidates:
         return None
     for fragment_id, file, size in candidates:
-        if size and _size(file, storage) != size:
+        if size and _tail(file, storage) != (size, _LANCE_MAGIC):
             return fragment_id, [file]
     return candidates[0][0], [file for _, file, _ in candidates]
 
 
-def _size(file: str, storage: Mapping[str, str]) -> int | None:
+_LANCE_MAGIC = b"LANC"  # the last bytes of every Lance data file
+
+
+def _tail(file: str, storage: Mapping[str, str]) -> tuple[int, bytes] | None:
+    """(size, last four bytes) of ``file``; None when it cannot be read."""
     try:
         fs, path = _files._fs(file, storage)
-        return int(fs.size(path))
-    except OSError:  # FileNotFoundError included: gone counts as a different size
+        size = int(fs.size(path))
+        end = fs.cat_file(path, start=max(0, size - 4), end=size) if size else b""
+        return size, bytes(end)
+    except OSError:  # FileNotFoundError included
         return None
