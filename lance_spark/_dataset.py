@@ -168,6 +168,8 @@ _VERSIONS_DIR = "_versions"
 
 def _damage(err: BaseException) -> str | None:
     """pylance's text when ``err`` says a file of the table is damaged, else None."""
+    if isinstance(err, CorruptTableError):  # already translated (its text quotes pylance's)
+        return None
     text = str(err)
     if type(err).__name__ == "PanicException":
         return text if _PANIC_TEXT in text else None
@@ -278,6 +280,8 @@ def reading_data(
     """
     try:
         yield
+    except CorruptTableError:
+        raise
     except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
         reason = _damage(err)
         if reason is None and _MISSING_FILE.search(str(err)):
