@@ -219,15 +219,17 @@ class LanceReader(DataSourceReader):
         converted = pa.schema([target.field(n) for n in self.projection.spark_names])
         predicate = _and(self.user_filter, self.pushed_filter)
         meta = self.projection.metadata_columns
-        for batch in _scan(
-            ds,
-            partition.slices,
-            list(self.projection.lance_columns),
-            predicate,
-            meta,
-            self.batch_size,
-        ):
-            yield _to_spark(batch, self.projection, converted, target)
+        fragment_ids = [s.fragment_id for s in partition.slices]
+        with _dataset.reading_data(self.uri, ds, fragment_ids, storage=self.storage):
+            for batch in _scan(
+                ds,
+                partition.slices,
+                list(self.projection.lance_columns),
+                predicate,
+                meta,
+                self.batch_size,
+            ):
+                yield _to_spark(batch, self.projection, converted, target)
 
 
 def _may_use_index(ds: Any, predicate: str) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pyspark.sql import DataFrameReader, SparkSession
 
-from lance_spark import _sql
+from lance_spark import _sql, _threads
 from lance_spark._options import STORAGE_PREFIX, secret_storage_keys
 from lance_spark._source import FORMAT_NAME, LanceDataSource, SessionDefaults
 from lance_spark.errors import InvalidOptionError, SecretInConfError
@@ -45,7 +45,8 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       Spark copies its conf into job properties and the event log in clear text);
       ``storage_options`` win over the conf, per-operation ``storage.<key>`` options over both;
       call ``register`` again after changing them;
-    - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table.
+    - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table;
+    - lets reads and writes run from any Python thread (``threading``, thread pools).
 
     Without credentials anywhere, Lance uses its standard chains (environment variables such
     as ``AWS_ACCESS_KEY_ID``, profiles, instance roles).
@@ -69,6 +70,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     with _PRIVATE_LOCK:
         setattr(spark, _PRIVATE_FORMATS, {})
     _sql.install(spark, defaults)
+    _threads.install()  # writes from any Python thread (see _threads for the Spark limit)
 
 
 def session_storage(spark: SparkSession) -> Mapping[str, str]:

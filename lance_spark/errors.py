@@ -19,6 +19,7 @@ __all__ = [
     "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",
+    "CorruptTableError",
     "InvalidOptionError",
     "LanceSparkError",
     "SchemaMismatchError",
@@ -84,3 +85,27 @@ class CommitConflictError(LanceSparkError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class CorruptTableError(LanceSparkError, OSError):
+    """A file of a Lance table is damaged or missing: a version's manifest (under
+    ``_versions/``) or a data file. The message names the table and the file and says what
+    can still be done (read an earlier version with ``versionAsOf``, ``restoreToVersion``).
+
+    An :class:`OSError` (the damage is in storage, not in the caller's input), like the error
+    pylance raises for the same failure when writing.
+
+    Example::
+
+        try:
+            LanceTable.forPath(spark, uri).toDF().count()
+        except CorruptTableError as err:
+            print(err.table_uri, err.path)
+    """
+
+    def __init__(
+        self, message: str, *, table_uri: str | None = None, path: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.table_uri = table_uri
+        self.path = path
