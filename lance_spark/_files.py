@@ -83,8 +83,12 @@ def table_file_uri(table_uri: str, relative_path: str) -> str:
 def begin_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
     """Driver side, before any task runs: mark the job open."""
     fs, root = _fs(_job_dir(table_uri, job_id), storage)
-    fs.makedirs(root, exist_ok=True)
-    fs.touch(f"{root}/{OPEN_MARKER}")
+    try:
+        if _is_local(fs):  # (s3fs would create a missing bucket)
+            fs.makedirs(root, exist_ok=True)
+        fs.touch(f"{root}/{OPEN_MARKER}")
+    except OSError as err:
+        raise LanceSparkError(f"cannot write to the Lance table at {table_uri!r}: {err}") from err
 
 
 def finish_job(
@@ -236,7 +240,8 @@ class TaskFiles:
     Example (inside a task)::
 
         files = TaskFiles(uri, job_id, storage=storage)
-        fragments = write_fragments(files.watch(reader), uri, progress=files.progress())
+        reader = pa.RecordBatchReader.from_batches(schema, files.watch(batches))
+        fragments = write_fragments(reader, uri, progress=files.progress())
         files.record(data=[f.path for fr in fragments for f in fr.files])
     """
 
@@ -285,6 +290,7 @@ class TaskFiles:
         marker = f"{self._root}/{uuid.uuid4().hex}.json"
         _write_atomically(self._fs, marker, {"files": files, "temporary": temporary})
         self._recorded.update(files, temporary)
+        self._fs.invalidate_cache(self._root)  # the driver removes _OPEN from elsewhere
         if self._fs.exists(f"{self._root}/{OPEN_MARKER}"):
             return True
         # The job was closed meanwhile (committed without this attempt, or aborted): the
