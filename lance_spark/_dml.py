@@ -232,9 +232,9 @@ def run(
             return replace(_counts(outcome, version), added_columns=_evolves(change, target))
         finally:
             if done:
-                _files.finish_job(uri, job_id, storage=storage)
+                _files.finish_job(uri, job_id, read_version=target.version, storage=storage)
             else:
-                _files.abort_job(uri, job_id, [], storage=storage)
+                _files.abort_job(uri, job_id, [], read_version=target.version, storage=storage)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -373,6 +373,7 @@ def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job
         F.lit(-1) - F.pmod(F.hash(*hashable) if hashable else F.lit(0), F.lit(buckets)),
     )
     evolved = _evolves(change, target)
+    _files.begin_job(target.uri, job, storage=storage)
     task = _change_task(
         target.uri,
         target.version,
@@ -560,17 +561,20 @@ def _change_task(
 
         out: dict[str, list[Any]] = {name: [] for name in _RESULT_ARROW.names}
         new: list[FragmentMetadata] = []
+        files = _files.TaskFiles(uri, job_id, storage=storage)
         if write_schema is None:
             for batch in batches:
                 note(batch)
         else:
+            written = files.watch(to_write(batches, write_schema))
             new = write_fragments(
-                pa.RecordBatchReader.from_batches(write_schema, to_write(batches, write_schema)),
+                pa.RecordBatchReader.from_batches(write_schema, written),
                 uri,
                 schema=write_schema,
                 # "append" checks the schema against the table's, which lacks added columns.
                 mode="overwrite" if evolved else "append",
                 storage_options=storage or None,
+                progress=files.progress(),
             )
         other_files: list[str] = []
         violations = _violations(matched) if check_cardinality else []
@@ -588,6 +592,7 @@ def _change_task(
                 changed = _fragment(ds, fragment_id, uri, version).delete_rows(offsets)
                 if changed is not None and changed.deletion_file is not None:
                     other_files.append(changed.deletion_file.path(fragment_id))
+                    files.record(other=other_files[-1:])
                 doc = None if changed is None else _to_json(changed)
                 _append(out, "deleted", fragment_id, doc, len(offsets))
         # An unconditional DELETE may see one target row matched several times: count it once.
@@ -596,11 +601,7 @@ def _change_task(
             _append(out, "new", None, _to_json(fragment), int(fragment.physical_rows))
         for name in (KIND_UPDATE, KIND_DELETE, KIND_INSERT):
             _append(out, "metric", None, name, counts[name])
-        data_files = [f.path for fragment in new for f in fragment.files]
-        if data_files or other_files:
-            _files.record_task_files(
-                uri, job_id, data_files, storage=storage, other_paths=other_files
-            )
+        files.record(data=[f.path for fragment in new for f in fragment.files], other=other_files)
         yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
 
     return run
