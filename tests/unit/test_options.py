@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lance_spark._options import (
+    READ_KEYS,
+    WRITE_KEYS,
     check_plain_names,
     decode_names,
     encode_names,
-    READ_KEYS,
-    WRITE_KEYS,
     parse_read_options,
     parse_timestamp,
     parse_write_options,
