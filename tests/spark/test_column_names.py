@@ -351,6 +351,37 @@ def test_every_name_at_once_through_the_builder_sql_and_a_catalog_table(
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
+def test_merge_sources_may_have_names_a_table_cannot(
+    spark: SparkSession, base: DataFrame, uri: str
+) -> None:
+    """A MERGE source with a dot or a backtick in a column name (Spark allows both)."""
+    schema = StructType(
+        [
+            StructField("id", LongType()),
+            StructField("x.y", LongType()),
+            StructField("we`ird", LongType()),
+        ]
+    )
+    source = spark.createDataFrame([(1, 10, 11), (50, 20, 21)], schema)
+    result = (
+        LanceTable.forPath(spark, uri)
+        .alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdate(set={"a,b": "s.`we``ird`", "select": F.col("s.`x.y`")})
+        .whenNotMatchedInsert(values={"id": "s.id", "sp ace": "s.`x.y` + s.`we``ird`"})
+        .execute()
+        .first()
+    )
+    assert (result.num_updated_rows, result.num_inserted_rows) == (1, 1)
+    one = F.col("id") == 1
+    updated = base.withColumn("a,b", F.when(one, F.lit(11)).otherwise(F.col(q("a,b"))))
+    updated = updated.withColumn("select", F.when(one, F.lit(10)).otherwise(F.col("select")))
+    inserted = spark.createDataFrame(
+        [(50, 41)], StructType([StructField("id", LongType()), StructField("sp ace", LongType())])
+    )
+    _check_table(spark, uri, updated.unionByName(inserted, allowMissingColumns=True))
+
+
 def test_append_and_overwrite_with_every_name(
     spark: SparkSession, base: DataFrame, uri: str
 ) -> None:
