@@ -39,7 +39,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from lance_spark import _commit, _dataset, _files, _session, _types, errors
-from lance_spark._options import METADATA_COLUMN_NAMES
+from lance_spark._options import COLUMNS, METADATA_COLUMN_NAMES, encode_names
 from lance_spark.errors import (
     ColumnNotFoundError,
     InvalidOptionError,
@@ -244,7 +244,7 @@ def _read(
         .option("metadata_columns", "_rowaddr")
     )
     if columns is not None:
-        reader = reader.option("columns", ",".join(columns))
+        reader = reader.option(COLUMNS, encode_names(columns))
     return reader.load(uri)
 
 

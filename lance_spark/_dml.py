@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
 from lance_spark import _commit, _dataset, _files, _reader, _session, _types
+from lance_spark._options import COLUMNS, encode_names
 from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
@@ -182,7 +183,7 @@ def update_where(
             .cast(types[name])
             .alias(name)
             if name in named
-            else F.col(f"`{name}`")
+            else F.col(_session.quote_identifier(name))
             for name in names
         ]
         return ChangePlan(
@@ -295,7 +296,7 @@ def _read_pinned(
         .option("metadata_columns", ",".join(_PINNED_METADATA))
     )
     if list(names) != list(table_schema.names):
-        reader = reader.option("columns", ",".join(names))
+        reader = reader.option(COLUMNS, encode_names(names))
     if filter is not None:
         reader = reader.option("filter", filter)
     return reader.load(uri)
@@ -361,7 +362,7 @@ def as_column(value: str | Column) -> Column:
 def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job: str) -> _Outcome:
     rows = change.rows
     hashable = [
-        F.col(f"`{f.name}`")
+        F.col(_session.quote_identifier(f.name))
         for f in rows.schema.fields
         if f.name not in _ADDRESS and not isinstance(f.dataType, MapType)  # maps cannot hash
     ]

@@ -14,8 +14,9 @@ line or an error message.
 from __future__ import annotations
 
 import difflib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -139,6 +140,9 @@ class ReadOptions:
     uri: str | None
     time_travel: TimeTravel = TimeTravel()
     columns: tuple[str, ...] | None = None
+    # The raw value when `columns` came as a plain comma-separated list (None for a JSON
+    # list): the reader checks it against the table's names, see check_plain_names.
+    columns_plain: str | None = None
     filter: str | None = None
     metadata_columns: tuple[str, ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -173,6 +177,7 @@ def parse_read_options(
         uri=_uri(opts),
         time_travel=_time_travel(opts),
         columns=_name_list(opts, COLUMNS),
+        columns_plain=_plain_text(opts, COLUMNS),
         filter=_non_empty(opts, FILTER),
         metadata_columns=_metadata_columns(opts),
         batch_size=_positive_int(opts, BATCH_SIZE, DEFAULT_BATCH_SIZE),
@@ -295,19 +300,84 @@ def _non_empty(opts: Mapping[str, str], key: str) -> str | None:
     return value
 
 
-def _name_list(opts: Mapping[str, str], key: str) -> tuple[str, ...] | None:
-    value = opts.get(key)
-    if value is None:
-        return None
-    names = tuple(part.strip() for part in value.split(","))
-    if not names or any(not n for n in names):
-        raise InvalidOptionError(
-            f"option {_display(key)}={value!r} must be a comma-separated list of column names"
-        )
+def encode_names(names: Sequence[str]) -> str:
+    """``names`` as a value of the ``columns`` option that carries any name exactly: a JSON
+    list (the plain comma-separated form would split ``"a,b"`` and strip spaces)."""
+    return json.dumps(list(names))
+
+
+def decode_names(value: str, *, key: str = COLUMNS) -> tuple[str, ...]:
+    """The names in a ``columns`` value: a JSON list of strings (``["a,b", "c"]``, names
+    kept exactly) or a plain comma-separated list (``a, c``: split on commas, each name
+    stripped). Raises :class:`InvalidOptionError` for an empty name, a name given twice or
+    a malformed JSON list."""
+    if _is_json_list(value):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} starts with '[' but is not a JSON list of "
+                f'column names ({err.msg} at position {err.pos}); for example ["a,b", "c"]'
+            ) from None
+        if not isinstance(parsed, list) or not all(isinstance(n, str) for n in parsed):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} must be a JSON list of strings, "
+                'for example ["a,b", "c"]'
+            )
+        names = tuple(parsed)
+        if not names or any(not n for n in names):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} must list at least one column and no empty name"
+            )
+    else:
+        names = tuple(part.strip() for part in value.split(","))
+        if not names or any(not n for n in names):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} must be a comma-separated list of column "
+                'names (or a JSON list such as ["a,b", "c"] for names with commas)'
+            )
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise InvalidOptionError(f"option {_display(key)} names {duplicates[0]!r} twice")
     return names
+
+
+def check_plain_names(value: str, table_names: Sequence[str], *, key: str = COLUMNS) -> None:
+    """Refuse a plain comma-separated ``value`` that cannot say what it means on a table with
+    ``table_names``: it is split on commas and each part stripped, so a column whose name
+    contains a comma (``a,b`` reads as ``a`` and ``b``) or has leading or trailing spaces
+    cannot be named that way. When such a column's parts appear in ``value`` (compared
+    ignoring case, as names are resolved), the error names the column and shows the JSON
+    list to use instead."""
+    parts = [part.strip().lower() for part in value.split(",")]
+    for name in table_names:
+        if "," not in name and name == name.strip():
+            continue
+        pieces = [piece.strip().lower() for piece in name.split(",")]
+        width = len(pieces)
+        if any(parts[i : i + width] == pieces for i in range(len(parts) - width + 1)):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} is ambiguous: the table has a column named "
+                f"{name!r}, which a comma-separated list cannot name (it is split on commas "
+                f"and each name is stripped); give the columns as a JSON list of names, such "
+                f"as {encode_names([name])}"
+            )
+
+
+def _is_json_list(value: str) -> bool:
+    return value.lstrip().startswith("[")
+
+
+def _plain_text(opts: Mapping[str, str], key: str) -> str | None:
+    value = opts.get(key)
+    return None if value is None or _is_json_list(value) else value
+
+
+def _name_list(opts: Mapping[str, str], key: str) -> tuple[str, ...] | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    return decode_names(value, key=key)
 
 
 def _metadata_columns(opts: Mapping[str, str]) -> tuple[str, ...]:
