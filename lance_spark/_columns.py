@@ -39,7 +39,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from lance_spark import _commit, _dataset, _files, _session, _types, errors
-from lance_spark._options import METADATA_COLUMN_NAMES
+from lance_spark._options import COLUMNS, METADATA_COLUMN_NAMES, encode_names
 from lance_spark.errors import (
     ColumnNotFoundError,
     InvalidOptionError,
@@ -244,7 +244,7 @@ def _read(
         .option("metadata_columns", "_rowaddr")
     )
     if columns is not None:
-        reader = reader.option("columns", ",".join(columns))
+        reader = reader.option(COLUMNS, encode_names(columns))
     return reader.load(uri)
 
 
@@ -342,6 +342,7 @@ def _execute(
     job_id = uuid.uuid4().hex
     done = False
     try:
+        _files.begin_job(uri, job_id, storage=storage)
         if fragment_ids:
             task = _add_task(uri, version, plan.target, dict(storage), job_id, plan.keyed)
             try:
@@ -377,10 +378,10 @@ def _execute(
         )
         done = True
     finally:
-        if done:
-            _files.finish_job(uri, job_id, storage=storage)
+        if done:  # delete what failed or speculative task attempts wrote
+            _files.finish_job(uri, job_id, read_version=version, storage=storage)
         else:  # the job failed, or the commit: delete every file the tasks recorded
-            _files.abort_job(uri, job_id, [], storage=storage)
+            _files.abort_job(uri, job_id, [], read_version=version, storage=storage)
     return AddedColumns(new_version, tuple(plan.target.names), rows, matched, len(results))
 
 
@@ -465,6 +466,7 @@ def _add_task(
         runs = _fragment_runs(batches, keyed)
         written: list[str] = []
         ds: lance.LanceDataset | None = None
+        files = _files.TaskFiles(uri, job_id, storage=storage)
         try:
             for fragment_id, group in itertools.groupby(runs, key=lambda run: run[0]):
                 if ds is None:
@@ -474,12 +476,12 @@ def _add_task(
                     raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
                 tally = _Tally()
                 values = _fragment_values(fragment_id, (b for _, b in group), target, keyed, tally)
-                reader = pa.RecordBatchReader.from_batches(target, values)
+                reader = pa.RecordBatchReader.from_batches(target, files.watch(_primed(values)))
                 metadata, schema = fragment.merge_columns(reader)
                 old = {f.path for f in fragment.metadata.files}
                 paths = [f.path for f in metadata.files if f.path not in old]
                 written.extend(paths)
-                _files.record_task_files(uri, job_id, paths, storage=storage)
+                files.record(data=paths)
                 out["fragment_id"].append(fragment_id)
                 out["fragment"].append(json.dumps(metadata.to_json()))
                 out["schema"].append(_encode_schema(schema))
@@ -493,6 +495,17 @@ def _add_task(
             yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
 
     return run
+
+
+def _primed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` with the first row on its own: merge_columns opens its file on the first
+    batch, so the next pull (where TaskFiles looks for it) comes before the real work."""
+    for i, batch in enumerate(batches):
+        if i == 0 and batch.num_rows > 1:
+            yield batch.slice(0, 1)
+            yield batch.slice(1)
+        else:
+            yield batch
 
 
 @dataclass

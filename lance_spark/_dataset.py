@@ -2,17 +2,24 @@
 
 The driver resolves ``version`` / ``timestampAsOf`` / ``tag`` to a version number once; tasks
 then open exactly that number, so every task of a job reads the same snapshot.
+
+This is also the one place where pylance's errors for a damaged table (a manifest or a data
+file that cannot be read) become :class:`CorruptTableError` naming the table and the file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import lance
 
+from lance_spark import _files
 from lance_spark._options import TimeTravel
-from lance_spark.errors import TableNotFoundError, VersionNotFoundError
+from lance_spark.errors import CorruptTableError, TableNotFoundError, VersionNotFoundError
 
 
 def table_exists(uri: str, *, storage: Mapping[str, str]) -> bool:
@@ -25,27 +32,36 @@ def table_exists(uri: str, *, storage: Mapping[str, str]) -> bool:
 
 
 def open_latest(uri: str, *, storage: Mapping[str, str]) -> lance.LanceDataset:
-    """Open the latest version, or raise :class:`TableNotFoundError` naming ``uri``."""
-    try:
-        return lance.dataset(uri, storage_options=dict(storage) or None)
-    except ValueError as err:
-        # pylance has no error class for a missing table: it raises ValueError("Dataset at
-        # path ... was not found"); any other ValueError is not ours to reinterpret.
-        if "not found" in str(err).lower():
-            raise TableNotFoundError(f"no Lance table at {uri!r}") from None
-        raise
+    """Open the latest version, or raise :class:`TableNotFoundError` naming ``uri``
+    (:class:`CorruptTableError` when its manifest is damaged)."""
+    with _reading_manifest(uri, None, storage):
+        try:
+            return lance.dataset(uri, storage_options=dict(storage) or None)
+        except ValueError as err:
+            # pylance has no error class for a missing table: it raises ValueError("Dataset
+            # at path ... was not found"); any other ValueError is not ours to reinterpret.
+            if _damage(err) is None and "not found" in str(err).lower():
+                raise TableNotFoundError(f"no Lance table at {uri!r}") from None
+            raise
 
 
 def open_version(uri: str, version: int, *, storage: Mapping[str, str]) -> lance.LanceDataset:
     """Open a version that the driver has already resolved (used inside tasks)."""
-    return lance.dataset(uri, version=version, storage_options=dict(storage) or None)
+    with _reading_manifest(uri, version, storage):
+        return lance.dataset(uri, version=version, storage_options=dict(storage) or None)
 
 
 def open_resolved(
     uri: str, travel: TimeTravel, *, storage: Mapping[str, str]
 ) -> lance.LanceDataset:
     """Open the version ``travel`` designates (the latest when it designates none)."""
-    ds = open_latest(uri, storage=storage)
+    try:
+        ds = open_latest(uri, storage=storage)
+    except CorruptTableError:
+        if travel.version is None:
+            raise
+        # The latest manifest is damaged: an explicitly named version may still be intact.
+        return open_version(uri, travel.version, storage=storage)
     version = resolve_version(ds, travel, uri=uri)
     return ds if version == ds.version else open_version(uri, version, storage=storage)
 
@@ -76,7 +92,7 @@ def resolve_version(ds: lance.LanceDataset, travel: TimeTravel, *, uri: str) -> 
 def version_timestamps(ds: lance.LanceDataset) -> list[tuple[int, datetime]]:
     """(version, commit time in UTC) for every version, oldest first."""
     out: list[tuple[int, datetime]] = []
-    for info in ds.versions():
+    for info in versions(ds, uri=str(ds.uri)):
         stamp = info["timestamp"]
         if not isinstance(stamp, datetime):
             raise TypeError(f"unexpected version timestamp {stamp!r}")
@@ -98,8 +114,14 @@ def _version_at(ds: lance.LanceDataset, when: datetime, *, uri: str) -> int:
     return max(eligible)
 
 
+def versions(ds: lance.LanceDataset, *, uri: str) -> list[Any]:
+    """``ds.versions()`` (it reads every manifest): a damaged one is a CorruptTableError."""
+    with _reading_manifest(uri, None, {}, listing=False):
+        return list(ds.versions())
+
+
 def _version_numbers(ds: lance.LanceDataset) -> list[int]:
-    return sorted(int(info["version"]) for info in ds.versions())
+    return sorted(int(info["version"]) for info in versions(ds, uri=str(ds.uri)))
 
 
 def _ranges(numbers: Sequence[int]) -> str:
@@ -116,3 +138,216 @@ def _ranges(numbers: Sequence[int]) -> str:
         if n is not None:
             start = prev = n
     return ", ".join(parts)
+
+
+# --- damaged tables ---------------------------------------------------------------------------
+
+# pylance 14.0.2 has no error class for a damaged file. It raises ValueError (opening a
+# dataset), OSError (committing, checkout_version), RuntimeError (versions()), or
+# pyarrow.ArrowInvalid, a ValueError (scanning), with the Rust error's text; and a Rust panic
+# (pyo3's PanicException, a BaseException) for a manifest whose footer is intact but whose
+# body is not. These are the texts it gives, checked for a truncated, an empty and a garbage
+# manifest, and a deleted, truncated, emptied and garbage data file:
+_DAMAGE_TEXTS = (
+    "file size is too small",  # truncated (or garbage) file: its footer points before 0
+    "does not have sufficient data",  # shorter than a footer
+    " for object of size ",  # "Invalid range 0..N for object of size M bytes": read past the end
+    "Encountered corrupt file",  # versions(): "... <path>: Invalid format: magic number ..."
+    "does not appear to be a Lance file",  # a data file with a bad magic number
+    "Requested range was invalid",  # versions(): an empty manifest
+    "Invalid format: manifest length does not match",  # versions(): a garbage manifest
+)
+_PANIC_TEXT = "out of range for slice of length"
+# A data or deletion file the manifest names but storage does not have.
+_MISSING_FILE = re.compile(r"Not found: (\S+?)(?:,|$)")
+_CORRUPT_FILE = re.compile(r"Encountered corrupt file (\S+?):")
+_RUST_LOCATION = re.compile(r",? /\S+\.rs:\d+:\d+")
+_U64_MAX = 2**64 - 1
+_VERSIONS_DIR = "_versions"
+
+
+def _damage(err: BaseException) -> str | None:
+    """pylance's text when ``err`` says a file of the table is damaged, else None."""
+    if isinstance(err, CorruptTableError):  # already translated (its text quotes pylance's)
+        return None
+    text = str(err)
+    if type(err).__name__ == "PanicException":
+        return text if _PANIC_TEXT in text else None
+    if not isinstance(err, (OSError, ValueError, RuntimeError)):
+        return None
+    if any(marker in text for marker in _DAMAGE_TEXTS):
+        return _RUST_LOCATION.sub("", text).strip()
+    return None
+
+
+@contextmanager
+def _reading_manifest(
+    uri: str, version: int | None, storage: Mapping[str, str], *, listing: bool = True
+) -> Iterator[None]:
+    try:
+        yield
+    # Only pylance's damaged-file errors are translated; everything else is re-raised as is.
+    except BaseException as err:
+        reason = _damage(err)
+        if reason is None:
+            raise
+        named = _CORRUPT_FILE.search(reason)
+        path = None
+        if named:  # pylance names it as an object-store path: rebuild it from the table's
+            name = named.group(1).rsplit("/", 1)[-1]
+            path = f"{uri.rstrip('/')}/{_VERSIONS_DIR}/{name}"
+            version = _manifest_version(name)
+        raise _corrupt_manifest(
+            uri, version, reason, _manifests(uri, storage) if listing else {}, path=path
+        ) from err
+
+
+def _manifests(uri: str, storage: Mapping[str, str]) -> dict[int, str]:
+    """version -> manifest file, from a listing of ``_versions/`` (either naming scheme)."""
+    directory = f"{uri.rstrip('/')}/{_VERSIONS_DIR}"
+    try:
+        fs, root = _files._fs(directory, storage)
+        names = [str(p).rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
+    except OSError:
+        return {}
+    found: dict[int, str] = {}
+    for name in names:
+        version = _manifest_version(name)
+        if version is not None:
+            found[version] = f"{directory}/{name}"
+    return found
+
+
+def _manifest_version(name: str) -> int | None:
+    stem, _, ext = name.partition(".")
+    if ext != "manifest" or not stem.isdigit():
+        return None
+    # V2 names are u64::MAX - version, zero-padded to 20 digits (newest sorts first).
+    return _U64_MAX - int(stem) if len(stem) == 20 else int(stem)
+
+
+def _corrupt_manifest(
+    uri: str, version: int | None, reason: str, found: Mapping[int, str], *, path: str | None
+) -> CorruptTableError:
+    if version is None and path is None and found:
+        version = max(found)
+    file = path or (found.get(version) if version is not None else None)
+    where = file or f"{uri.rstrip('/')}/{_VERSIONS_DIR}/"
+    what = "a manifest" if version is None else f"the manifest of version {version}"
+    readable = sorted(v for v in found if v != version)
+    if version is not None and readable and version == max(found):
+        earlier = max(v for v in readable if v < version)
+        advice = (
+            f"Earlier versions can still be read, e.g. .option('versionAsOf', {earlier}). To "
+            f"make version {earlier} the latest again, move that manifest out of "
+            f"{_VERSIONS_DIR}/ (keep a copy); LanceTable.restoreToVersion(n) can then go "
+            "back further."
+        )
+    elif readable:
+        advice = (
+            "Other versions can still be read with .option('versionAsOf', n) "
+            f"(existing manifests: {_ranges(readable)}) and made the latest with "
+            "LanceTable.restoreToVersion(n)."
+        )
+    else:
+        advice = (
+            "Other versions may still be read with .option('versionAsOf', n) and made the "
+            "latest with LanceTable.restoreToVersion(n)."
+        )
+    return CorruptTableError(
+        f"the Lance table at {uri!r} is damaged: {what} ({where}) cannot be read: {reason}. "
+        + advice,
+        table_uri=uri,
+        path=file,
+    )
+
+
+@contextmanager
+def reading_data(
+    uri: str,
+    ds: lance.LanceDataset,
+    fragment_ids: Sequence[int],
+    *,
+    storage: Mapping[str, str],
+) -> Iterator[None]:
+    """Around a scan of ``fragment_ids`` of ``ds`` (in a task): a damaged or missing data
+    file becomes a :class:`CorruptTableError` naming the table, the file and its fragment.
+
+    Example::
+
+        with reading_data(uri, ds, [0, 3], storage=storage):
+            yield from scanner.to_batches()
+    """
+    try:
+        yield
+    except CorruptTableError:
+        raise
+    except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
+        reason = _damage(err)
+        if reason is None and _MISSING_FILE.search(str(err)):
+            reason = _RUST_LOCATION.sub("", str(err)).strip()
+        if reason is None:
+            raise
+        found = _damaged_data_file(uri, ds, fragment_ids, reason, storage)
+        if found is None:
+            raise
+        fragment_id, files = found
+        named = files[0] if len(files) == 1 else "one of " + ", ".join(files)
+        raise CorruptTableError(
+            f"the Lance table at {uri!r} is damaged: data file {named} of fragment "
+            f"{fragment_id} in version {int(ds.version)} cannot be read: {reason}. Versions "
+            "written before that fragment can still be read with .option('versionAsOf', n) "
+            "and made the latest again with LanceTable.restoreToVersion(n); the rows of that "
+            "file are not readable in any version that contains it.",
+            table_uri=uri,
+            path=files[0] if len(files) == 1 else None,
+        ) from err
+
+
+def _damaged_data_file(
+    uri: str,
+    ds: lance.LanceDataset,
+    fragment_ids: Sequence[int],
+    reason: str,
+    storage: Mapping[str, str],
+) -> tuple[int, list[str]] | None:
+    """(fragment id, [file]) of the file ``reason`` is about: by its name when pylance gives
+    it, else the data file whose size differs from the one the manifest records or that does
+    not end with Lance's magic number; all candidates when none does."""
+    candidates: list[tuple[int, str, int | None]] = []
+    for fragment_id in fragment_ids:
+        fragment = ds.get_fragment(fragment_id)
+        if fragment is None:
+            continue
+        meta = fragment.metadata
+        for data in meta.files:
+            size = getattr(data, "file_size_bytes", None)
+            candidates.append((fragment_id, _files.data_file_uri(uri, data.path), size))
+        if meta.deletion_file is not None:
+            relative = meta.deletion_file.path(fragment_id)
+            candidates.append((fragment_id, _files.table_file_uri(uri, relative), None))
+    missing = _MISSING_FILE.search(reason)
+    if missing:
+        name = missing.group(1).rsplit("/", 1)[-1]
+        named = [(fid, file) for fid, file, _ in candidates if file.rsplit("/", 1)[-1] == name]
+        return (named[0][0], [named[0][1]]) if named else None
+    if not candidates:
+        return None
+    for fragment_id, file, size in candidates:
+        if size and _tail(file, storage) != (size, _LANCE_MAGIC):
+            return fragment_id, [file]
+    return candidates[0][0], [file for _, file, _ in candidates]
+
+
+_LANCE_MAGIC = b"LANC"  # the last bytes of every Lance data file
+
+
+def _tail(file: str, storage: Mapping[str, str]) -> tuple[int, bytes] | None:
+    """(size, last four bytes) of ``file``; None when it cannot be read."""
+    try:
+        fs, path = _files._fs(file, storage)
+        size = int(fs.size(path))
+        end = fs.cat_file(path, start=max(0, size - 4), end=size) if size else b""
+        return size, bytes(end)
+    except OSError:  # FileNotFoundError included
+        return None

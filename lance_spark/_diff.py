@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import lance
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -419,7 +419,7 @@ class _Reader:
 
     spark: SparkSession
     uri: str
-    storage: Mapping[str, str]
+    storage: Mapping[str, str] = field(repr=False)  # may hold secrets
 
     def __call__(
         self, version: int, metadata: Sequence[str], lance_filter: str | None

@@ -46,6 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
 from lance_spark import _commit, _conflicts, _dataset, _files, _reader, _session, _types
+from lance_spark._options import COLUMNS, encode_names
 from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
@@ -205,7 +206,7 @@ def update_where(
             .cast(types[name])
             .alias(name)
             if name in named
-            else F.col(f"`{name}`")
+            else F.col(_session.quote_identifier(name))
             for name in names
         ]
         return ChangePlan(
@@ -264,9 +265,9 @@ def run(
             return replace(_counts(outcome, version), added_columns=_evolves(change, target))
         finally:
             if done:
-                _files.finish_job(uri, job_id, storage=storage)
+                _files.finish_job(uri, job_id, read_version=target.version, storage=storage)
             else:
-                _files.abort_job(uri, job_id, [], storage=storage)
+                _files.abort_job(uri, job_id, [], read_version=target.version, storage=storage)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -327,7 +328,7 @@ def _read_pinned(
         .option("metadata_columns", ",".join(_PINNED_METADATA))
     )
     if list(names) != list(table_schema.names):
-        reader = reader.option("columns", ",".join(names))
+        reader = reader.option(COLUMNS, encode_names(names))
     if filter is not None:
         reader = reader.option("filter", filter)
     return reader.load(uri)
@@ -393,7 +394,7 @@ def as_column(value: str | Column) -> Column:
 def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job: str) -> _Outcome:
     rows = change.rows
     hashable = [
-        F.col(f"`{f.name}`")
+        F.col(_session.quote_identifier(f.name))
         for f in rows.schema.fields
         if f.name not in _ADDRESS and not isinstance(f.dataType, MapType)  # maps cannot hash
     ]
@@ -405,6 +406,7 @@ def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job
         F.lit(-1) - F.pmod(F.hash(*hashable) if hashable else F.lit(0), F.lit(buckets)),
     )
     evolved = _evolves(change, target)
+    _files.begin_job(target.uri, job, storage=storage)
     task = _change_task(
         target.uri,
         target.version,
@@ -643,17 +645,20 @@ def _change_task(
 
         out: dict[str, list[Any]] = {name: [] for name in _RESULT_ARROW.names}
         new: list[FragmentMetadata] = []
+        files = _files.TaskFiles(uri, job_id, storage=storage)
         if write_schema is None:
             for batch in batches:
                 note(batch)
         else:
+            written = files.watch(to_write(batches, write_schema))
             new = write_fragments(
-                pa.RecordBatchReader.from_batches(write_schema, to_write(batches, write_schema)),
+                pa.RecordBatchReader.from_batches(write_schema, written),
                 uri,
                 schema=write_schema,
                 # "append" checks the schema against the table's, which lacks added columns.
                 mode="overwrite" if evolved else "append",
                 storage_options=storage or None,
+                progress=files.progress(),
             )
         other_files: list[str] = []
         violations = _violations(matched) if check_cardinality else []
@@ -671,6 +676,7 @@ def _change_task(
                 changed = _fragment(ds, fragment_id, uri, version).delete_rows(offsets)
                 if changed is not None and changed.deletion_file is not None:
                     other_files.append(changed.deletion_file.path(fragment_id))
+                    files.record(other=other_files[-1:])
                 doc = None if changed is None else _to_json(changed)
                 _append(out, "deleted", fragment_id, doc, len(offsets))
         # An unconditional DELETE may see one target row matched several times: count it once.
@@ -679,11 +685,7 @@ def _change_task(
             _append(out, "new", None, _to_json(fragment), int(fragment.physical_rows))
         for name in (KIND_UPDATE, KIND_DELETE, KIND_INSERT):
             _append(out, "metric", None, name, counts[name])
-        data_files = [f.path for fragment in new for f in fragment.files]
-        if data_files or other_files:
-            _files.record_task_files(
-                uri, job_id, data_files, storage=storage, other_paths=other_files
-            )
+        files.record(data=[f.path for fragment in new for f in fragment.files], other=other_files)
         yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
 
     return run

@@ -1,26 +1,55 @@
-"""Files a write job leaves behind: per-job staging markers and deleting aborted data files.
+"""Files a write job leaves behind: per-job staging markers, and deleting what no commit uses.
 
-Spark calls ``abort`` as soon as a job fails, while other tasks may still be running; their
-data files would be written after ``abort`` ran and never be referenced. So each task
-records the files it wrote in a marker under ``<table>/_lance_spark/staging/<job>/`` and
-then checks whether the job was aborted; ``abort`` first marks the job aborted, then
-deletes what every marker names. Whatever the interleaving, one of the two sees the other.
+Every job (an append, a row-level change, addColumns) leaves no file it does not commit:
+
+- The driver marks the job open (``_OPEN`` under ``<table>/_lance_spark/staging/<job>/``)
+  before any task runs. Each task attempt records every file it writes in a marker there as
+  soon as the file exists: the data files Lance finishes (its write-progress hook), the
+  deletion files, and the Lance temporaries it has open (a killed write leaves a ``.tmp*``
+  file in ``data/``; on Linux the task finds its own in ``/proc/self/fd``, so it never names
+  another writer's). After writing a marker the task checks that the job is still open; if
+  not, it deletes what it just recorded and stops.
+- When the job ends, committed or not, the driver closes it (removes ``_OPEN``), then deletes
+  every file the markers name that no version after the job's read version references (the
+  files of failed, killed and speculative attempts; all of them when nothing was committed),
+  then the markers. Whatever the interleaving with a late task, one of the two sees the
+  other. Checking the versions instead of trusting the outcome also keeps a commit that
+  succeeded but reported an error from losing its files.
+- A killed driver closes nothing: :func:`find_orphans` (``vacuum``) removes the data and
+  deletion files no version references and the staging markers of jobs that stopped, once
+  they are older than the retention (Delta's rule: a job must not run longer than that).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import fsspec
+import lance
+import pyarrow as pa
+from lance.progress import FragmentWriteProgress
+
+from lance_spark.errors import LanceSparkError
 
 _log = logging.getLogger(__name__)
 
 STAGING_DIR = "_lance_spark/staging"
-ABORTED_MARKER = "_ABORTED"
+OPEN_MARKER = "_OPEN"
+# Folders of the table whose files a task writes (relative to the table's root).
+_WRITTEN_DIRS = ("data", "_deletions")
+_TEMPORARY_PREFIX = ".tmp"  # Lance writes a local file as data/.tmpXXXXXX, then renames it
+# Candidate kinds of Lance's cleanup that vacuum removes when no version references them.
+_SWEPT_KINDS = {"data": "data", "deletion": "_deletions"}
+MAX_EXPLAINED_FILES = 1_000_000
+_EVERY_VERSION = 2**31 - 1
 
 # Lance storage-option keys -> s3fs arguments. Only what s3fs needs to reach the same bucket.
 _S3_KEYS = {
@@ -33,6 +62,11 @@ _S3_KEYS = {
 }
 
 
+class JobClosedError(LanceSparkError):
+    """A task attempt found its job already committed or aborted: what it wrote is nobody's
+    (only ever raised inside a task of a job that is over)."""
+
+
 def data_file_uri(table_uri: str, relative_path: str) -> str:
     """Where a fragment's data file lives (``FragmentMetadata`` paths are relative to data/)."""
     return f"{table_uri.rstrip('/')}/data/{relative_path}"
@@ -43,60 +77,132 @@ def table_file_uri(table_uri: str, relative_path: str) -> str:
     return f"{table_uri.rstrip('/')}/{relative_path}"
 
 
-def record_task_files(
-    table_uri: str,
-    job_id: str,
-    paths: list[str],
-    *,
-    storage: Mapping[str, str],
-    other_paths: list[str] | None = None,
-) -> None:
-    """Task side, after writing: note the files (``paths`` relative to ``data/``,
-    ``other_paths`` relative to the table root, such as deletion files); if the job was
-    aborted meanwhile, delete them."""
-    job_dir = _job_dir(table_uri, job_id)
-    fs, root = _fs(job_dir, storage)
-    fs.makedirs(root, exist_ok=True)
-    others = list(other_paths or [])
-    with fs.open(f"{root}/{uuid.uuid4().hex}.json", "w") as out:
-        json.dump({"files": paths, "other_files": others}, out)
-    if fs.exists(f"{root}/{ABORTED_MARKER}"):
-        delete_files(_uris(table_uri, paths, others), storage=storage)
+# --- the driver ---------------------------------------------------------------------------------
+
+
+def begin_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
+    """Driver side, before any task runs: mark the job open."""
+    fs, root = _fs(_job_dir(table_uri, job_id), storage)
+    try:
+        if _is_local(fs):  # (s3fs would create a missing bucket)
+            fs.makedirs(root, exist_ok=True)
+        fs.touch(f"{root}/{OPEN_MARKER}")
+    except OSError as err:
+        raise LanceSparkError(f"cannot write to the Lance table at {table_uri!r}: {err}") from err
+
+
+def finish_job(
+    table_uri: str, job_id: str, *, read_version: int | None, storage: Mapping[str, str]
+) -> int:
+    """Driver side, after the job committed (or found nothing to commit): delete what its
+    failed or speculative attempts wrote, then its markers. Never raises: the commit stands,
+    and what cannot be deleted now is left for ``vacuum``. Returns how many files went."""
+    try:
+        return _close(table_uri, job_id, (), read_version=read_version, storage=storage)
+    except (OSError, ValueError) as err:
+        _log.warning(
+            "write job %s on %s committed, but its leftovers could not be removed (vacuum "
+            "removes them later): %s",
+            job_id,
+            table_uri,
+            err,
+        )
+        return 0
 
 
 def abort_job(
-    table_uri: str, job_id: str, known_paths: Iterable[str], *, storage: Mapping[str, str]
+    table_uri: str,
+    job_id: str,
+    known_paths: Iterable[str],
+    *,
+    read_version: int | None,
+    storage: Mapping[str, str],
 ) -> int:
-    """Driver side: mark the job aborted, then delete every file its tasks recorded."""
-    job_dir = _job_dir(table_uri, job_id)
-    fs, root = _fs(job_dir, storage)
-    paths = set(known_paths)
+    """Driver side, when the job failed: close it, then delete every file its tasks recorded
+    (and ``known_paths``, data files relative to data/) that no version references."""
     try:
-        fs.makedirs(root, exist_ok=True)
-        fs.touch(f"{root}/{ABORTED_MARKER}")
+        return _close(table_uri, job_id, known_paths, read_version=read_version, storage=storage)
     except (FileNotFoundError, PermissionError) as err:
         # The table's location cannot be written at all (no such bucket, no rights): no task
-        # can have written a file there either; delete what the messages name, if anything.
-        _log.warning("cannot mark write job %s aborted at %s: %s", job_id, table_uri, err)
-        return delete_files([data_file_uri(table_uri, p) for p in sorted(paths)], storage=storage)
-    others: set[str] = set()
-    for marker in fs.glob(f"{root}/*.json"):
-        with fs.open(marker, "r") as src:
-            recorded = json.load(src)
-        paths.update(recorded["files"])
-        others.update(recorded.get("other_files", []))
-    return delete_files(_uris(table_uri, sorted(paths), sorted(others)), storage=storage)
+        # can have written a file there either.
+        _log.warning("cannot clean up write job %s at %s: %s", job_id, table_uri, err)
+        return 0
 
 
-def finish_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
-    """Driver side, after a successful commit: the markers are no longer needed."""
+def _close(
+    table_uri: str,
+    job_id: str,
+    known_paths: Iterable[str],
+    *,
+    read_version: int | None,
+    storage: Mapping[str, str],
+) -> int:
     fs, root = _fs(_job_dir(table_uri, job_id), storage)
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
-    # Local file systems keep empty folders; object stores have none to remove.
-    for parent in (root.rsplit("/", 1)[0], root.rsplit("/", 2)[0]):
-        if fs.isdir(parent) and not fs.ls(parent):
-            fs.rmdir(parent)
+    open_marker = f"{root}/{OPEN_MARKER}"
+    if fs.exists(open_marker):
+        fs.rm(open_marker)  # from here on, a late task deletes what it writes itself
+    recorded = Recorded(files={f"data/{p}" for p in known_paths})
+    fs.invalidate_cache(root)  # tasks in other processes wrote the markers
+    markers = fs.glob(f"{root}/*.json")
+    for marker in markers:
+        recorded.update(_read_marker(fs, marker))
+    removed = 0
+    if recorded.files or recorded.temporary:
+        referenced = _referenced(table_uri, read_version, recorded.files, storage=storage)
+        if referenced is None:
+            _log.warning(
+                "write job %s on %s: a version after %s could not be read; its files are left "
+                "for vacuum",
+                job_id,
+                table_uri,
+                read_version,
+            )
+        else:
+            unused = sorted(recorded.files - referenced) + sorted(recorded.temporary)
+            removed = delete_files((table_file_uri(table_uri, p) for p in unused), storage=storage)
+    if markers:
+        fs.rm(markers)
+    _remove_empty_dirs(fs, root)
+    return removed
+
+
+def _referenced(
+    table_uri: str, read_version: int | None, wanted: Collection[str], *, storage: Mapping[str, str]
+) -> set[str] | None:
+    """Which of ``wanted`` (paths relative to the table root) the versions after
+    ``read_version`` reference; None when one of them cannot be read."""
+    if not wanted:
+        return set()
+    options = dict(storage) or None
+    try:
+        latest = lance.dataset(table_uri, storage_options=options)
+    except ValueError as err:
+        if "not found" in str(err).lower():
+            return set()  # no version at all (a failed CREATE)
+        raise
+    found: set[str] = set()
+    for version in range(int(latest.version), read_version or 0, -1):
+        try:
+            ds = latest if version == latest.version else latest.checkout_version(version)
+        except ValueError as err:
+            if "not found" in str(err).lower():
+                continue  # vacuumed
+            return None
+        found.update(_version_files(ds) & set(wanted))
+        if len(found) == len(wanted):
+            break
+    return found
+
+
+def _version_files(ds: lance.LanceDataset) -> set[str]:
+    """The data and deletion files of a version, relative to the table's root."""
+    files: set[str] = set()
+    for fragment in ds.get_fragments():
+        meta = fragment.metadata
+        files.update(f"data/{f.path}" for f in meta.files)
+        if meta.deletion_file is not None:
+            files.add(meta.deletion_file.path(meta.id))
+    return files
 
 
 def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:
@@ -108,18 +214,290 @@ def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:
             fs.rm(path)
             removed += 1
     if removed:
-        _log.info("removed %d data file(s) of an aborted write", removed)
+        _log.info("removed %d file(s) no commit uses", removed)
     return removed
 
 
-def _uris(table_uri: str, data_paths: Iterable[str], other_paths: Iterable[str]) -> list[str]:
-    return [data_file_uri(table_uri, p) for p in data_paths] + [
-        table_file_uri(table_uri, p) for p in other_paths
-    ]
+# --- the tasks ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorded:
+    """Files named by markers: ``files`` relative to the table's root (data and deletion
+    files), ``temporary`` the Lance temporaries (also relative to the root)."""
+
+    files: set[str] = field(default_factory=set)
+    temporary: set[str] = field(default_factory=set)
+
+    def update(self, other: Recorded) -> None:
+        self.files |= other.files
+        self.temporary |= other.temporary
+
+
+class TaskFiles:
+    """One task attempt's record of what it writes to ``table_uri`` for job ``job_id``.
+
+    Example (inside a task)::
+
+        files = TaskFiles(uri, job_id, storage=storage)
+        reader = pa.RecordBatchReader.from_batches(schema, files.watch(batches))
+        fragments = write_fragments(reader, uri, progress=files.progress())
+        files.record(data=[f.path for fr in fragments for f in fr.files])
+    """
+
+    def __init__(self, table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
+        self._uri = table_uri
+        self._storage = storage
+        self._fs, self._root = _fs(_job_dir(table_uri, job_id), storage)
+        self._recorded: set[str] = set()
+        self._local_root = _local_root(self._fs, table_uri, storage)
+
+    def record(self, *, data: Iterable[str] = (), other: Iterable[str] = ()) -> bool:
+        """Note written files (``data`` relative to data/, ``other`` relative to the table's
+        root, such as deletion files). Returns False when the job is over: then they are
+        deleted again."""
+        files = {f"data/{p}" for p in data} | set(other)
+        return self._record(sorted(files - self._recorded), [])
+
+    def watch(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``batches``, noting the Lance temporaries this process has open before each next
+        batch is pulled (the pull may block: a killed task dies there)."""
+        iterator = iter(batches)
+        while True:
+            self.check_temporaries()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            yield batch
+
+    def check_temporaries(self) -> None:
+        """Record the Lance temporaries this process has open; raises :class:`JobClosedError`
+        when the job is over (Lance then deletes what the interrupted write wrote)."""
+        if self._local_root is None:
+            return
+        new = sorted(_open_temporaries(self._local_root) - self._recorded)
+        if new and not self._record([], new):
+            raise JobClosedError(f"write job over; stopped writing to {self._uri}")
+
+    def progress(self) -> FragmentWriteProgress:
+        """A write-progress hook for ``write_fragments`` recording each finished file."""
+        return _Progress(self)
+
+    def _record(self, files: list[str], temporary: list[str]) -> bool:
+        if not files and not temporary:
+            return True
+        marker = f"{self._root}/{uuid.uuid4().hex}.json"
+        _write_atomically(self._fs, marker, {"files": files, "temporary": temporary})
+        self._recorded.update(files, temporary)
+        self._fs.invalidate_cache(self._root)  # the driver removes _OPEN from elsewhere
+        if self._fs.exists(f"{self._root}/{OPEN_MARKER}"):
+            return True
+        # The job was closed meanwhile (committed without this attempt, or aborted): the
+        # driver may not have seen this marker, so delete what it names, then the marker.
+        delete_files(
+            (table_file_uri(self._uri, p) for p in files + temporary), storage=self._storage
+        )
+        self._fs.rm(marker)
+        _remove_empty_dirs(self._fs, self._root)
+        return False
+
+
+class _Progress(FragmentWriteProgress):
+    def __init__(self, files: TaskFiles) -> None:
+        self._files = files
+
+    def begin(self, fragment: Any, **kwargs: Any) -> None:
+        self._files.check_temporaries()  # Lance has just opened the fragment's temporary
+
+    def complete(self, fragment: Any, **kwargs: Any) -> None:
+        if not self._files.record(data=[f.path for f in fragment.files]):
+            raise JobClosedError("write job over")
+
+
+def _open_temporaries(local_root: str) -> set[str]:
+    """Lance temporaries under the table's written folders that this process has open
+    (paths relative to the table's root). Linux only; elsewhere none are found."""
+    found: set[str] = set()
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        folder, name = os.path.split(target)
+        parent, sub = os.path.split(folder)
+        if parent == local_root and sub in _WRITTEN_DIRS and name.startswith(_TEMPORARY_PREFIX):
+            found.add(f"{sub}/{name}")
+    return found
+
+
+def _local_root(fs: Any, table_uri: str, storage: Mapping[str, str]) -> str | None:
+    """The table's real local path, when it is on the local file system."""
+    if not _is_local(fs):
+        return None
+    _, path = _fs(table_uri, storage)
+    return os.path.realpath(path)
+
+
+def _is_local(fs: Any) -> bool:
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocols or "local" in protocols
+
+
+def _write_atomically(fs: Any, path: str, doc: Mapping[str, Any]) -> None:
+    data = json.dumps(doc).encode()
+    if not _is_local(fs):
+        fs.pipe_file(path, data)  # an object store's PUT is atomic
+        return
+    fs.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f"{path}.part"
+    fs.pipe_file(partial, data)
+    fs.mv(partial, path)
+
+
+def _read_marker(fs: Any, marker: str) -> Recorded:
+    with fs.open(marker, "r") as src:
+        doc = json.load(src)
+    # "files" are relative to the table's root; markers of older versions of the connector
+    # named data files relative to data/ and deletion files in "other_files".
+    files = {p if "/" in p else f"data/{p}" for p in doc.get("files", [])}
+    files.update(doc.get("other_files", []))
+    return Recorded(files=files, temporary=set(doc.get("temporary", [])))
+
+
+# --- vacuum ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A data or deletion file no version references (path relative to the table's root)."""
+
+    path: str
+    kind: str  # "data" or "deletion" (Lance's cleanup kinds)
+    size: int
+
+
+@dataclass(frozen=True)
+class Orphans:
+    """What ``vacuum`` removes besides Lance's cleanup: unreferenced files and the staging
+    markers of jobs that stopped, all older than the retention."""
+
+    files: tuple[Orphan, ...]
+    markers: tuple[str, ...]  # full paths in the table's file system
+
+    def remove(self, table_uri: str, *, storage: Mapping[str, str]) -> None:
+        delete_files((table_file_uri(table_uri, f.path) for f in self.files), storage=storage)
+        if self.markers:
+            fs, _ = _fs(_staging_dir(table_uri), storage)
+            fs.rm(list(self.markers))
+            for job in {m.rsplit("/", 1)[0] for m in self.markers}:
+                _remove_empty_dirs(fs, job)
+
+
+def find_orphans(
+    ds: lance.LanceDataset, table_uri: str, *, older_than: timedelta, storage: Mapping[str, str]
+) -> Orphans:
+    """The data and deletion files no version references (Lance's cleanup calls them
+    unverified), and the staging markers of jobs, that were last modified more than
+    ``older_than`` ago."""
+    cutoff = time.time() - older_than.total_seconds()
+    # Keeping every version, Lance's cleanup lists just the files no version references
+    # (it calls them unverified), whatever their age: the age is checked here.
+    explained = ds.explain_cleanup_old_versions(
+        retain_versions=_EVERY_VERSION,
+        delete_unverified=True,
+        error_if_tagged_old_versions=False,
+        include_files=True,
+        max_files=MAX_EXPLAINED_FILES,
+    )
+    if explained.candidate_files_truncated:
+        _log.warning(
+            "vacuum of %s: more than %d candidate files; the rest goes in the next vacuum",
+            table_uri,
+            MAX_EXPLAINED_FILES,
+        )
+    candidates = {}
+    for c in explained.candidate_files:
+        relative = relative_path(c)
+        if c.unverified and relative is not None:
+            candidates[relative] = Orphan(relative, c.kind, int(c.size_bytes))
+    files = []
+    if candidates:
+        modified = _modified_times(table_uri, set(_SWEPT_KINDS.values()), storage)
+        files = [f for p, f in sorted(candidates.items()) if modified.get(p, cutoff + 1) < cutoff]
+    return Orphans(tuple(files), tuple(_stale_markers(table_uri, cutoff, storage)))
+
+
+def relative_path(candidate: Any) -> str | None:
+    """A data or deletion file of Lance's cleanup explanation, relative to the table's root
+    (None for other kinds)."""
+    folder = _SWEPT_KINDS.get(candidate.kind)
+    if folder is None:
+        return None
+    return f"{folder}/{str(candidate.path).rsplit(f'/{folder}/', 1)[-1]}"
+
+
+def _stale_markers(table_uri: str, cutoff: float, storage: Mapping[str, str]) -> list[str]:
+    """Every file of the staging folders of jobs nothing touched since ``cutoff``."""
+    fs, root = _fs(_staging_dir(table_uri), storage)
+    fs.invalidate_cache(root)
+    if not fs.exists(root):
+        return []
+    stale: list[str] = []
+    for job in fs.ls(root, detail=False):
+        found = fs.find(job, detail=True)
+        if found and max(_mtime(info) for info in found.values()) < cutoff:
+            stale.extend(sorted(found))
+    return stale
+
+
+def _modified_times(
+    table_uri: str, folders: Iterable[str], storage: Mapping[str, str]
+) -> dict[str, float]:
+    times: dict[str, float] = {}
+    for folder in folders:
+        fs, root = _fs(table_file_uri(table_uri, folder), storage)
+        fs.invalidate_cache(root)
+        if not fs.exists(root):
+            continue
+        for path, info in fs.find(root, detail=True).items():
+            times[f"{folder}/{path[len(root) :].lstrip('/')}"] = _mtime(info)
+    return times
+
+
+def _mtime(info: Mapping[str, Any]) -> float:
+    value = info.get("mtime", info.get("LastModified"))
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    return time.time()  # unknown: treat as new, so it is kept
+
+
+# --- file systems ---------------------------------------------------------------------------------
+
+
+def _remove_empty_dirs(fs: Any, job_root: str) -> None:
+    """Local file systems keep empty folders; object stores have none to remove."""
+    if not _is_local(fs):
+        return
+    for folder in (job_root, job_root.rsplit("/", 1)[0], job_root.rsplit("/", 2)[0]):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return  # not empty (or gone): so are its parents
 
 
 def _job_dir(table_uri: str, job_id: str) -> str:
-    return f"{table_uri.rstrip('/')}/{STAGING_DIR}/{job_id}"
+    return f"{_staging_dir(table_uri)}/{job_id}"
+
+
+def _staging_dir(table_uri: str) -> str:
+    return f"{table_uri.rstrip('/')}/{STAGING_DIR}"
 
 
 def _fs(uri: str, storage: Mapping[str, str]) -> tuple[Any, str]:

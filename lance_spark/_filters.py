@@ -26,8 +26,9 @@ Translation (``c`` is the quoted column, ``v`` the literal rendered in ``c``'s o
 Lance SQL facts this relies on (pylance 14, checked by ``tests/unit/test_filters.py``):
 
 * Identifiers are quoted with backticks, which keep case, spaces, keywords and dots (nested
-  fields: each name quoted, joined with dots). A name containing a backtick cannot be
-  referenced at all (doubling it parses, but the column lookup then fails): rejected.
+  fields: each name quoted, joined with dots); a backtick inside is doubled. That reaches a
+  nested field with a backtick, but not a top-level column (the lookup fails however it is
+  quoted; pylance cannot even project one): rejected, as are empty names and NUL.
 * String literals: ``''`` is the only escape; a backslash is an ordinary character; newlines
   and any Unicode (NUL included) can appear as is.
 * A literal must convert to the column's type without loss or the scan fails (``i8 = 300``,
@@ -166,16 +167,28 @@ def _vector_renderable(values: pa.Array) -> bool:
 
 
 def quote_column(path: Sequence[str]) -> str:
-    """Lance SQL reference for a (possibly nested) column, quoting names that need it."""
+    """Lance SQL reference for a (possibly nested) column: each name in backticks (which keep
+    case, spaces, dots and keywords verbatim), inner backticks doubled, joined with dots.
+
+    Raises :class:`UnquotableColumnError` for a name Lance cannot reference: an empty one,
+    one with a NUL character, and a top-level one with a backtick (pylance 14 resolves a
+    top-level name by parsing it again, so no quoting reaches such a column; a nested field
+    with a backtick is found when the backtick is doubled).
+    """
     if not path:
         raise UnquotableColumnError("an empty column path cannot be referenced")
-    for name in path:
-        if "`" in name:
+    for depth, name in enumerate(path):
+        if not name or "\x00" in name:
             raise UnquotableColumnError(
-                f"column name {name!r} contains a backtick, which Lance SQL cannot reference"
+                f"column name {name!r} is empty or contains a NUL character, which Lance SQL "
+                "cannot reference"
             )
-    # Always quoting is simplest: backticks keep case, spaces, dots and keywords verbatim.
-    return ".".join(f"`{name}`" for name in path)
+        if depth == 0 and "`" in name:
+            raise UnquotableColumnError(
+                f"column name {name!r} contains a backtick, which Lance SQL cannot reference "
+                "in a top-level column"
+            )
+    return ".".join("`" + name.replace("`", "``") + "`" for name in path)
 
 
 # --- filter dispatch -------------------------------------------------------------------------

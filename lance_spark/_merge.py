@@ -23,6 +23,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
 from lance_spark import _commit, _conflicts, _dataset, _dml, _merge_pruning, _types
+from lance_spark._session import quote_identifier
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 
 _TARGET_PRESENT = "__lance_spark_target_present"
@@ -206,8 +207,8 @@ def _plan(target: _dml.Pinned, spec: MergeSpec, storage: Mapping[str, str]) -> _
     types: dict[str, DataType] = {f.name: f.dataType for f in table_types}
     types.update({f.name: f.dataType for f in added})
     read = set(target.rows.columns)  # the columns _needed_columns kept
-    targets = {n: target.rows[n] for n in table_names if n in read}
-    sources = {n: src[n] for n in source_fields}
+    targets = {n: target.rows[quote_identifier(n)] for n in table_names if n in read}
+    sources = {n: src[quote_identifier(n)] for n in source_fields}
 
     present = {
         "WHEN MATCHED": tgt[_TARGET_PRESENT].isNotNull() & src[_SOURCE_PRESENT].isNotNull(),

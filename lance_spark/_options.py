@@ -4,15 +4,19 @@ Spark hands a data source its options as a case-insensitive mapping of strings. 
 is validated here: an unknown key is an error that lists the valid ones, so a typo such as
 ``verison`` fails loudly instead of silently reading the latest version.
 
-Storage options (credentials, endpoints) come from ``storage.<key>`` options and from the
-Spark conf ``spark.lance.storage.<key>`` (captured by :func:`lance_spark.register`). They are
-kept out of every ``repr`` so they never reach a log line or an error message.
+Storage options (credentials, endpoints) come from ``storage.<key>`` options, from
+``register(spark, storage_options={...})`` and from the Spark conf ``spark.lance.storage.<key>``
+(captured by :func:`lance_spark.register`; secret-looking keys are refused there, see
+:func:`secret_storage_keys`). They are kept out of every ``repr`` so they never reach a log
+line or an error message.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import json
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -24,6 +28,15 @@ STORAGE_PREFIX = "storage."
 CATALOG_OPTION_PREFIX = "option."
 # Keys Spark itself puts into the options of a data source (catalog tables, DataFrameReader).
 SPARK_KEYS = frozenset({"path", "paths", "location", "provider", "owner", "comment", "external"})
+
+# Storage keys taken for secrets: the lower-cased key contains one of these words...
+SECRET_KEY_WORDS = ("secret", "password", "passwd", "token", "credential", "key", "sas")
+# ...unless it names where the secret is (a file, a path, a URI), not the secret itself,
+SECRET_LOCATION_SUFFIXES = ("_file", "_path", "_uri")
+# ...or is one of these (an identifier and a flag that happen to contain "key").
+NOT_SECRET_KEYS = frozenset({"aws_sse_kms_key_id", "aws_sse_bucket_key_enabled"})
+# A value holding a URL with a password (``http://user:pass@proxy``) is a secret too.
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s]*:[^/@\s]*@")
 
 # --- read keys ------------------------------------------------------------------------------
 VERSION = "version"
@@ -127,6 +140,9 @@ class ReadOptions:
     uri: str | None
     time_travel: TimeTravel = TimeTravel()
     columns: tuple[str, ...] | None = None
+    # The raw value when `columns` came as a plain comma-separated list (None for a JSON
+    # list): the reader checks it against the table's names, see check_plain_names.
+    columns_plain: str | None = None
     filter: str | None = None
     metadata_columns: tuple[str, ...] = ()
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -161,6 +177,7 @@ def parse_read_options(
         uri=_uri(opts),
         time_travel=_time_travel(opts),
         columns=_name_list(opts, COLUMNS),
+        columns_plain=_plain_text(opts, COLUMNS),
         filter=_non_empty(opts, FILTER),
         metadata_columns=_metadata_columns(opts),
         batch_size=_positive_int(opts, BATCH_SIZE, DEFAULT_BATCH_SIZE),
@@ -283,19 +300,84 @@ def _non_empty(opts: Mapping[str, str], key: str) -> str | None:
     return value
 
 
-def _name_list(opts: Mapping[str, str], key: str) -> tuple[str, ...] | None:
-    value = opts.get(key)
-    if value is None:
-        return None
-    names = tuple(part.strip() for part in value.split(","))
-    if not names or any(not n for n in names):
-        raise InvalidOptionError(
-            f"option {_display(key)}={value!r} must be a comma-separated list of column names"
-        )
+def encode_names(names: Sequence[str]) -> str:
+    """``names`` as a value of the ``columns`` option that carries any name exactly: a JSON
+    list (the plain comma-separated form would split ``"a,b"`` and strip spaces)."""
+    return json.dumps(list(names))
+
+
+def decode_names(value: str, *, key: str = COLUMNS) -> tuple[str, ...]:
+    """The names in a ``columns`` value: a JSON list of strings (``["a,b", "c"]``, names
+    kept exactly) or a plain comma-separated list (``a, c``: split on commas, each name
+    stripped). Raises :class:`InvalidOptionError` for an empty name, a name given twice or
+    a malformed JSON list."""
+    if _is_json_list(value):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} starts with '[' but is not a JSON list of "
+                f'column names ({err.msg} at position {err.pos}); for example ["a,b", "c"]'
+            ) from None
+        if not isinstance(parsed, list) or not all(isinstance(n, str) for n in parsed):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} must be a JSON list of strings, "
+                'for example ["a,b", "c"]'
+            )
+        names = tuple(parsed)
+        if not names or any(not n for n in names):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} must list at least one column and no empty name"
+            )
+    else:
+        names = tuple(part.strip() for part in value.split(","))
+        if not names or any(not n for n in names):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} must be a comma-separated list of column "
+                'names (or a JSON list such as ["a,b", "c"] for names with commas)'
+            )
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise InvalidOptionError(f"option {_display(key)} names {duplicates[0]!r} twice")
     return names
+
+
+def check_plain_names(value: str, table_names: Sequence[str], *, key: str = COLUMNS) -> None:
+    """Refuse a plain comma-separated ``value`` that cannot say what it means on a table with
+    ``table_names``: it is split on commas and each part stripped, so a column whose name
+    contains a comma (``a,b`` reads as ``a`` and ``b``) or has leading or trailing spaces
+    cannot be named that way. When such a column's parts appear in ``value`` (compared
+    ignoring case, as names are resolved), the error names the column and shows the JSON
+    list to use instead."""
+    parts = [part.strip().lower() for part in value.split(",")]
+    for name in table_names:
+        if "," not in name and name == name.strip():
+            continue
+        pieces = [piece.strip().lower() for piece in name.split(",")]
+        width = len(pieces)
+        if any(parts[i : i + width] == pieces for i in range(len(parts) - width + 1)):
+            raise InvalidOptionError(
+                f"option {_display(key)}={value!r} is ambiguous: the table has a column named "
+                f"{name!r}, which a comma-separated list cannot name (it is split on commas "
+                f"and each name is stripped); give the columns as a JSON list of names, such "
+                f"as {encode_names([name])}"
+            )
+
+
+def _is_json_list(value: str) -> bool:
+    return value.lstrip().startswith("[")
+
+
+def _plain_text(opts: Mapping[str, str], key: str) -> str | None:
+    value = opts.get(key)
+    return None if value is None or _is_json_list(value) else value
+
+
+def _name_list(opts: Mapping[str, str], key: str) -> tuple[str, ...] | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    return decode_names(value, key=key)
 
 
 def _metadata_columns(opts: Mapping[str, str]) -> tuple[str, ...]:
@@ -380,3 +462,32 @@ def _storage(opts: Mapping[str, str], session_storage: Mapping[str, str] | None)
         if key.startswith(STORAGE_PREFIX) and len(key) > len(STORAGE_PREFIX):
             storage[key[len(STORAGE_PREFIX) :]] = value
     return storage
+
+
+def secret_storage_keys(storage: Mapping[str, str]) -> list[str]:
+    """The keys of ``storage`` that look like secrets (sorted), for the conf path to refuse.
+
+    A key looks like a secret when, lower-cased, it contains ``secret``, ``password``,
+    ``passwd``, ``token``, ``credential``, ``key`` or ``sas`` (``aws_secret_access_key``,
+    ``aws_access_key_id``, ``aws_session_token``, ``azure_storage_account_key``,
+    ``azure_storage_sas_token``, ``azure_client_secret``, ``google_service_account_key``,
+    ...), except keys ending in ``_file``, ``_path`` or ``_uri`` (where a secret is, not the
+    secret) and ``aws_sse_kms_key_id`` / ``aws_sse_bucket_key_enabled``. A value that is a URL
+    with a password (``http://user:pass@host``) makes its key secret whatever its name.
+
+    Example::
+
+        secret_storage_keys({"aws_region": "eu-west-1", "aws_secret_access_key": "..."})
+        # ['aws_secret_access_key']
+    """
+    found = []
+    for key, value in storage.items():
+        lowered = key.lower()
+        named = (
+            any(word in lowered for word in SECRET_KEY_WORDS)
+            and not lowered.endswith(SECRET_LOCATION_SUFFIXES)
+            and lowered not in NOT_SECRET_KEYS
+        )
+        if named or _URL_WITH_PASSWORD.search(str(value)):
+            found.append(key)
+    return sorted(found)

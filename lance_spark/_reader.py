@@ -19,7 +19,12 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from lance_spark import _dataset, _types
 from lance_spark._filters import translate_filters
-from lance_spark._options import METADATA_COLUMN_NAMES, ROW_VERSION_COLUMNS, ReadOptions
+from lance_spark._options import (
+    METADATA_COLUMN_NAMES,
+    ROW_VERSION_COLUMNS,
+    ReadOptions,
+    check_plain_names,
+)
 from lance_spark._planning import FragmentInfo, FragmentSlice, LancePartition, plan_partitions
 from lance_spark.errors import ColumnNotFoundError, UnsupportedTypeError
 
@@ -43,6 +48,8 @@ def table_projection(table_schema: pa.Schema, options: ReadOptions) -> Projectio
     if options.columns is None:
         names = tuple(table_schema.names)
     else:
+        if options.columns_plain is not None:
+            check_plain_names(options.columns_plain, table_schema.names)
         names = tuple(_resolve_name(table_schema, c) for c in options.columns)
     return Projection(names, names, options.metadata_columns)
 
@@ -219,15 +226,17 @@ class LanceReader(DataSourceReader):
         converted = pa.schema([target.field(n) for n in self.projection.spark_names])
         predicate = _and(self.user_filter, self.pushed_filter)
         meta = self.projection.metadata_columns
-        for batch in _scan(
-            ds,
-            partition.slices,
-            list(self.projection.lance_columns),
-            predicate,
-            meta,
-            self.batch_size,
-        ):
-            yield _to_spark(batch, self.projection, converted, target)
+        fragment_ids = [s.fragment_id for s in partition.slices]
+        with _dataset.reading_data(self.uri, ds, fragment_ids, storage=self.storage):
+            for batch in _scan(
+                ds,
+                partition.slices,
+                list(self.projection.lance_columns),
+                predicate,
+                meta,
+                self.batch_size,
+            ):
+                yield _to_spark(batch, self.projection, converted, target)
 
 
 def _may_use_index(ds: Any, predicate: str) -> bool:

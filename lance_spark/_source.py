@@ -21,7 +21,10 @@ class SessionDefaults:
     """What :func:`lance_spark.register` captures from the session for the workers.
 
     Spark's Python data source workers cannot see the Spark conf, so the values the connector
-    needs from it travel on the (pickled) data source class.
+    needs from it travel on the (pickled) data source class. ``storage`` holds the
+    ``storage_options`` given to ``register`` (credentials included) merged over the
+    ``spark.lance.storage.*`` confs; this class is their only carrier to the workers, so they
+    never go into the Spark conf, job properties or a data source's options.
     """
 
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -33,7 +36,7 @@ class LanceDataSource(DataSource):
     """Spark data source for Lance tables (``format("lance")``).
 
     Use :func:`lance_spark.register` rather than registering this class directly: it also
-    switches on filter pushdown and passes ``spark.lance.storage.*`` to the workers.
+    switches on filter pushdown and passes the session's storage options to the workers.
 
     Example::
 

@@ -126,6 +126,7 @@ __all__ = [
     "READ_TIMEZONE",
     "arrow_read_schema",
     "arrow_schema_for_new_table",
+    "check_column_names",
     "conform_read_batch",
     "conform_write_batch",
     "reconcile_write_schema",
@@ -340,6 +341,7 @@ def arrow_schema_for_new_table(schema: pa.Schema, *, vector_sizes: Mapping[str, 
     precision, field metadata is dropped, and the columns named in ``vector_sizes`` (the
     ``<col>.arrow.fixed-size-list.size`` options) become ``fixed_size_list<..., n>``.
     """
+    check_column_names(schema)
     sizes = _vector_columns(schema, vector_sizes)
     fields = []
     for field in schema:
@@ -361,6 +363,8 @@ def reconcile_write_schema(
     for a column whose type cannot be cast losslessly, an unknown column (without
     ``merge_schema``) and a missing non-nullable table column.
     """
+    # Names the table has already (another writer may have made `a` and `A`) are not new.
+    check_column_names(pa.schema([f for f in incoming if f.name not in table.names]))
     matches = _match_names(incoming.names, table.names, "")
     extra = []
     for field, name in zip(incoming, matches, strict=True):
@@ -495,6 +499,76 @@ def _check_required_present(dst: Sequence[pa.Field], present: set[str], prefix: 
 
 
 # ---- name matching -------------------------------------------------------------------------
+
+#: Top-level names Lance reserves for its own columns (pylance 14 refuses them at write).
+LANCE_RESERVED_NAMES = frozenset(
+    {"_rowid", "_rowaddr", "_rowoffset", "_row_created_at_version", "_row_last_updated_at_version"}
+)
+
+
+def check_column_names(schema: pa.Schema) -> None:
+    """Reject written column names that would make a table Lance or Spark cannot use, before
+    any file is written (:class:`SchemaMismatchError` naming the column).
+
+    - names that differ only in case at one level (``id`` and ``ID``; struct fields too):
+      Spark resolves names case-insensitively by default, so it could not query either;
+    - empty names and names with a NUL character (Lance cannot reference them);
+    - top-level names with a dot (Lance refuses them: a dot separates struct fields) or a
+      backtick (pylance 14 writes them but no scan can read them back), and the names Lance
+      reserves (``_rowid``, ``_rowaddr``, ...).
+
+    Every other name works: spaces, commas, quotes, keywords, unicode, leading digits, and
+    dots or backticks inside struct fields.
+    """
+    for field in schema:
+        name = field.name
+        if "." in name or "`" in name:
+            raise SchemaMismatchError(
+                f"column name {name!r} contains a {'dot' if '.' in name else 'backtick'}, "
+                "which a top-level Lance column cannot have (a dot separates struct fields; "
+                "pylance cannot read a column with a backtick back); rename the column, for "
+                "example with withColumnRenamed"
+            )
+        if name in LANCE_RESERVED_NAMES:
+            raise SchemaMismatchError(
+                f"column name {name!r} is reserved by Lance for its own metadata columns "
+                f"({', '.join(sorted(LANCE_RESERVED_NAMES))}); rename the column"
+            )
+    _check_level_names([f.name for f in schema], "")
+    for field in schema:
+        _check_nested_names(field.type, field.name)
+
+
+def _check_level_names(names: Sequence[str], prefix: str) -> None:
+    seen: dict[str, str] = {}
+    for name in names:
+        if not name or "\x00" in name:
+            raise SchemaMismatchError(
+                f"column name {prefix + name!r} is empty or contains a NUL character, which "
+                "Lance cannot reference; rename the column"
+            )
+        other = seen.get(name.lower())
+        if other == name:
+            raise SchemaMismatchError(
+                f"column {prefix + name!r} appears twice in the written data; rename one of them"
+            )
+        if other is not None:
+            raise SchemaMismatchError(
+                f"columns {prefix + other!r} and {prefix + name!r} of the written data differ "
+                "only in case; Spark resolves column names ignoring case, so it could not "
+                "query the table; rename one of them"
+            )
+        seen[name.lower()] = name
+
+
+def _check_nested_names(t: pa.DataType, path: str) -> None:
+    if pa.types.is_struct(t):
+        _check_level_names([f.name for f in _children(t)], f"{path}.")
+        for f in _children(t):
+            _check_nested_names(f.type, f"{path}.{f.name}")
+        return
+    for child in _children(t):  # list elements, map keys and values: names are Arrow's
+        _check_nested_names(child.type, path)
 
 
 def _match_names(src: Sequence[str], dst: Sequence[str], prefix: str) -> list[str | None]:

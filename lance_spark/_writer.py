@@ -58,11 +58,14 @@ class LanceWriter(DataSourceArrowWriter):
     # --- executors ------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
         counter = _Counter()
+        files = _files.TaskFiles(self.uri, self.job_id, storage=self.options.storage)
         batches = (counter.count(_types.conform_write_batch(b, self.target)) for b in iterator)
-        reader = pa.RecordBatchReader.from_batches(self.target, batches)
+        reader = pa.RecordBatchReader.from_batches(self.target, files.watch(batches))
         # On failure write_fragments removes what it wrote (checked with pylance 14), so a
-        # failed task attempt leaves no files behind. Only a plain append is checked against
-        # the table's schema: the others write a schema the table does not have (yet).
+        # failed task attempt leaves no files behind; a killed one leaves what `files`
+        # recorded (finished files and its open temporary), which the driver deletes. Only a
+        # plain append is checked against the table's schema: the others write a schema the
+        # table does not have (yet).
         fragments = write_fragments(
             reader,
             self.uri,
@@ -74,10 +77,11 @@ class LanceWriter(DataSourceArrowWriter):
             data_storage_version=self.options.data_storage_version if self._creates() else None,
             enable_stable_row_ids=bool(self._stable_row_ids()) if self._creates() else False,
             storage_options=dict(self.options.storage) or None,
+            progress=files.progress(),
         )
         docs = tuple(json.dumps(f.to_json()) for f in fragments)
         paths = [file.path for f in fragments for file in f.files]
-        _files.record_task_files(self.uri, self.job_id, paths, storage=self.options.storage)
+        files.record(data=paths)  # the progress hook recorded them already; this is cheap
         return LanceCommitMessage(
             fragments=docs, files=tuple(paths), num_rows=counter.rows, num_bytes=counter.bytes
         )
@@ -88,7 +92,7 @@ class LanceWriter(DataSourceArrowWriter):
         fragments = _commit.fragments_from_json([m.fragments for m in written])
         if self.mode is WriteMode.APPEND and not fragments:
             _log.info("append of zero rows to %s: nothing to commit", self.uri)
-            _files.finish_job(self.uri, self.job_id, storage=self.options.storage)
+            self._finish()
             return
         if self.mode is WriteMode.APPEND:
             op = _commit.append_op(fragments)
@@ -121,11 +125,23 @@ class LanceWriter(DataSourceArrowWriter):
         except CommitConflictError:
             self.abort(messages)
             raise
-        _files.finish_job(self.uri, self.job_id, storage=self.options.storage)
+        self._finish()
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in m.files]
-        _files.abort_job(self.uri, self.job_id, known, storage=self.options.storage)
+        _files.abort_job(
+            self.uri,
+            self.job_id,
+            known,
+            read_version=self.read_version,
+            storage=self.options.storage,
+        )
+
+    def _finish(self) -> None:
+        """Delete what failed or speculative task attempts wrote, then the job's markers."""
+        _files.finish_job(
+            self.uri, self.job_id, read_version=self.read_version, storage=self.options.storage
+        )
 
     def _parameters(self) -> dict[str, str]:
         if self.mode is WriteMode.APPEND_NEW_COLUMNS:
@@ -150,7 +166,8 @@ def plan_write(
     app_id: str | None,
     nullable_columns: bool = True,
 ) -> LanceWriter:
-    """Decide mode, read version and target schema on the driver, before any task runs.
+    """Decide mode, read version and target schema on the driver, before any task runs,
+    and mark the write job open (its tasks record the files they write under it).
 
     ``nullable_columns``: a table created from a DataFrame gets nullable columns, like Spark's
     file sources (literal and derived columns are non-null in Spark, later appends may not
@@ -170,7 +187,7 @@ def plan_write(
         if new_columns:
             _commit.check_can_add_columns(ds, new_columns, uri=uri)
             mode = WriteMode.APPEND_NEW_COLUMNS
-        return LanceWriter(uri, mode, int(ds.version), target, options, app_id)
+        return _opened(LanceWriter(uri, mode, int(ds.version), target, options, app_id))
     target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
     if nullable_columns:
         target = _types.nullable_schema(target)
@@ -181,8 +198,15 @@ def plan_write(
         target = _types.arrow_schema_for_new_table(incoming, vector_sizes=kept)
         if nullable_columns:
             target = _types.nullable_schema(target)
-        return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
-    return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
+        return _opened(
+            LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
+        )
+    return _opened(LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id))
+
+
+def _opened(writer: LanceWriter) -> LanceWriter:
+    _files.begin_job(writer.uri, writer.job_id, storage=writer.options.storage)
+    return writer
 
 
 def _vector_columns(table: pa.Schema, incoming: pa.Schema) -> dict[str, int]:

@@ -20,9 +20,11 @@ __all__ = [
     "ColumnNotFoundError",
     "CommitConflictError",
     "ConcurrentModificationError",
+    "CorruptTableError",
     "InvalidOptionError",
     "LanceSparkError",
     "SchemaMismatchError",
+    "SecretInConfError",
     "SqlSyntaxError",
     "TableNotFoundError",
     "UnsupportedTypeError",
@@ -36,6 +38,13 @@ class LanceSparkError(Exception):
 
 class InvalidOptionError(LanceSparkError, ValueError):
     """An option is unknown, malformed, or conflicts with another option."""
+
+
+class SecretInConfError(InvalidOptionError):
+    """A storage option that looks like a secret was given in the Spark conf
+    (``spark.lance.storage.<key>``), which Spark copies in clear text into job properties and
+    the event log; give it with ``lance_spark.register(spark, storage_options={...})`` or
+    through the environment instead."""
 
 
 class UnsupportedTypeError(LanceSparkError, ValueError):
@@ -104,3 +113,27 @@ class ConcurrentModificationError(CommitConflictError):
         super().__init__(message, retryable=True)
         self.read_version = read_version
         self.conflicting_version = conflicting_version
+
+
+class CorruptTableError(LanceSparkError, OSError):
+    """A file of a Lance table is damaged or missing: a version's manifest (under
+    ``_versions/``) or a data file. The message names the table and the file and says what
+    can still be done (read an earlier version with ``versionAsOf``, ``restoreToVersion``).
+
+    An :class:`OSError` (the damage is in storage, not in the caller's input), like the error
+    pylance raises for the same failure when writing.
+
+    Example::
+
+        try:
+            LanceTable.forPath(spark, uri).toDF().count()
+        except CorruptTableError as err:
+            print(err.table_uri, err.path)
+    """
+
+    def __init__(
+        self, message: str, *, table_uri: str | None = None, path: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.table_uri = table_uri
+        self.path = path

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lance_spark import _commit, _dml
+from lance_spark import _commit, _dml, _files
 from lance_spark._dataset import (
     open_latest,
     open_version,
@@ -44,7 +44,7 @@ from lance_spark._dataset import (
 )
 from lance_spark._merge import LanceMergeBuilder
 from lance_spark._options import TimeTravel, parse_timestamp
-from lance_spark._session import _storage_conf, lance_reader
+from lance_spark._session import lance_reader, session_storage
 from lance_spark._source import FORMAT_NAME, _normalise_uri
 from lance_spark.errors import (
     ColumnNotFoundError,
@@ -118,6 +118,23 @@ _CLEANUP_METRICS = (
     "deletion_files_removed",
 )
 
+_VACUUM_SCHEMA = StructType(
+    [StructField(k, LongType(), False) for k in _CLEANUP_METRICS]
+    + [
+        StructField("dry_run", BooleanType(), False),
+        StructField("unreferenced_files_removed", LongType(), False),
+        StructField("staging_markers_removed", LongType(), False),
+        StructField("unreferenced_files", ArrayType(StringType(), False), False),
+    ]
+)
+_FILE_KIND_METRICS = {"data": "data_files_removed", "deletion": "deletion_files_removed"}
+
+
+def _count_file(metrics: dict[str, Any], kind: str, size: int, sign: int) -> None:
+    metrics["bytes_removed"] += sign * size
+    if kind in _FILE_KIND_METRICS:
+        metrics[_FILE_KIND_METRICS[kind]] += sign
+
 
 class LanceTable:
     """A Lance table addressed by path (or catalog name), with Delta-Lake-like methods.
@@ -133,7 +150,7 @@ class LanceTable:
     ) -> None:
         self._spark = spark
         self._uri = uri
-        self._storage: dict[str, str] = {**_storage_conf(spark), **(storage_options or {})}
+        self._storage: dict[str, str] = {**session_storage(spark), **(storage_options or {})}
         self._alias: str | None = None
 
     def __repr__(self) -> str:  # never the storage options: they may hold secrets
@@ -476,12 +493,17 @@ class LanceTable:
         return LanceOptimizeBuilder(self)
 
     def vacuum(self, retentionHours: float = 168, *, dryRun: bool = False) -> DataFrame:
-        """Delete the files only versions older than ``retentionHours`` use.
+        """Delete the files only versions older than ``retentionHours`` use, and what jobs
+        that stopped (a killed driver, a killed task) left behind: data and deletion files no
+        version references, and the connector's staging markers, when older than that too.
 
-        The current version and tagged versions are always kept. ``dryRun`` deletes nothing
-        and reports what would go. Returns one row of metrics (bytes_removed, old_versions,
-        data_files_removed, ...). Files no version references (for instance those of a write
-        still in progress) are never deleted.
+        The current version and tagged versions are always kept, and so is every file
+        younger than the retention: a running write may still commit it (as in Delta, a
+        retention shorter than the longest write is unsafe). ``dryRun`` deletes nothing and
+        reports what would go. Returns one row of metrics: Lance's cleanup counts
+        (bytes_removed, old_versions, data_files_removed, ... which include the unreferenced
+        files), dry_run, unreferenced_files_removed, staging_markers_removed, and
+        unreferenced_files (their paths, relative to the table).
 
         Example::
 
@@ -496,21 +518,37 @@ class LanceTable:
             raise InvalidOptionError(f"vacuum retentionHours={retentionHours} must be at least 0")
         ds = self._open()
         older_than = timedelta(hours=retentionHours)
+        orphans = _files.find_orphans(ds, self._uri, older_than=older_than, storage=self._storage)
+        metrics: dict[str, Any] = dict.fromkeys(_CLEANUP_METRICS, 0)
         if dryRun:
-            stats = ds.explain_cleanup_old_versions(
-                older_than=older_than, error_if_tagged_old_versions=False
-            ).stats
+            explained = ds.explain_cleanup_old_versions(
+                older_than=older_than,
+                error_if_tagged_old_versions=False,
+                include_files=True,
+                max_files=_files.MAX_EXPLAINED_FILES,
+            )
+            metrics.update({k: int(getattr(explained.stats, k)) for k in _CLEANUP_METRICS})
+            # Lance's own rule removes unreferenced files older than 7 days: counted once.
+            swept = {f.path for f in orphans.files}
+            for candidate in explained.candidate_files:
+                if candidate.unverified and _files.relative_path(candidate) in swept:
+                    _count_file(metrics, candidate.kind, int(candidate.size_bytes), -1)
         else:
+            orphans.remove(self._uri, storage=self._storage)
             stats = ds.cleanup_old_versions(
                 older_than=older_than, error_if_tagged_old_versions=False
             )
-        metrics: dict[str, Any] = {k: int(getattr(stats, k)) for k in _CLEANUP_METRICS}
-        metrics["dry_run"] = bool(dryRun)
-        schema = StructType(
-            [StructField(k, LongType(), False) for k in _CLEANUP_METRICS]
-            + [StructField("dry_run", BooleanType(), False)]
+            metrics.update({k: int(getattr(stats, k)) for k in _CLEANUP_METRICS})
+        for orphan in orphans.files:
+            _count_file(metrics, orphan.kind, orphan.size, 1)
+        row = (
+            *metrics.values(),
+            bool(dryRun),
+            len(orphans.files),
+            len(orphans.markers),
+            [f.path for f in orphans.files],
         )
-        return self._spark.createDataFrame([tuple(metrics.values())], schema)
+        return self._spark.createDataFrame([row], _VACUUM_SCHEMA)
 
     # --- indexes ------------------------------------------------------------------------------
 

@@ -1,17 +1,32 @@
 """Lance tables on S3 (a moto server on loopback) through Spark: storage options per read or
-write and from the session conf, cleanup after a failed job, and secrets kept out of errors."""
+write and for the session (conf and ``register(storage_options=...)``), cleanup after a failed
+job, and secrets kept out of errors, logs, the event log and the table's files."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import traceback
 import uuid
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import lance
 import pytest
-from _servers import create_bucket, lance_storage_options, list_keys, moto_s3
+from _servers import (
+    MOTO_ACCESS_KEY,
+    MOTO_REGION,
+    MOTO_SECRET_KEY,
+    create_bucket,
+    lance_storage_options,
+    list_keys,
+    log_tail,
+    moto_s3,
+    s3_client,
+    spark_env,
+)
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, DataFrameReader, DataFrameWriter, SparkSession
@@ -19,6 +34,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 import lance_spark
+from lance_spark._options import secret_storage_keys
+from lance_spark._session import session_storage as session_storage_of
+from lance_spark.errors import SecretInConfError
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -96,13 +114,17 @@ def test_write_append_and_filtered_read_with_storage_options(
 
 @pytest.fixture
 def session_storage(spark: SparkSession, storage: dict[str, str]) -> Iterator[dict[str, str]]:
-    """Storage options set as ``spark.lance.storage.*`` confs, restored afterwards."""
-    keys = {f"spark.lance.storage.{k}": v for k, v in storage.items()}
+    """Storage options for the session, restored afterwards: the keys that are not secrets as
+    ``spark.lance.storage.*`` confs, the credentials with ``register(storage_options=...)``."""
+    secret_keys = set(secret_storage_keys(storage))
+    keys = {f"spark.lance.storage.{k}": v for k, v in storage.items() if k not in secret_keys}
     previous = {key: spark.conf.get(key, None) for key in keys}
     try:
         for key, value in keys.items():
             spark.conf.set(key, value)
-        lance_spark.register(spark)
+        lance_spark.register(
+            spark, storage_options={k: v for k, v in storage.items() if k in secret_keys}
+        )
         yield storage
     finally:
         for key, value in previous.items():
@@ -118,7 +140,7 @@ def test_session_conf_storage_options_reach_executors(
 ) -> None:
     uri = f"s3://{bucket}/pets.lance"
 
-    # No storage options here: the writing and reading tasks get them from the session conf.
+    # No storage options here: the writing and reading tasks get them from the session.
     pets(spark, FIRST).write.format("lance").mode("append").save(uri)
     pets(spark, SECOND).write.format("lance").mode("append").save(uri)
     dogs = spark.read.format("lance").load(uri).where("species = 'dog' AND age > 4")
@@ -213,3 +235,137 @@ def test_write_to_missing_bucket_does_not_leak_secret(
     assert bucket in text
     assert SECRET not in text
     assert SECRET not in _captured_logs(request)
+
+
+def test_register_refuses_a_secret_in_the_conf(spark: SparkSession) -> None:
+    key = "spark.lance.storage.aws_secret_access_key"
+    spark.conf.set("spark.lance.storage.aws_region", "eu-west-1")
+    spark.conf.set(key, SECRET)
+    try:
+        with pytest.raises(SecretInConfError) as caught:
+            lance_spark.register(spark)
+        message = str(caught.value)
+        assert key in message
+        assert "register(spark, storage_options=" in message
+        assert "AWS_SECRET_ACCESS_KEY" in message
+        assert SECRET not in message
+        spark.conf.unset(key)
+        # Without the secret, the same conf (a non-secret key) is taken.
+        lance_spark.register(spark, storage_options={"aws_secret_access_key": SECRET})
+        assert dict(session_storage_of(spark)) == {
+            "aws_region": "eu-west-1",
+            "aws_secret_access_key": SECRET,
+        }
+        assert key not in spark.conf.getAll  # register put nothing secret into the conf
+        assert SECRET not in str(spark.conf.getAll)
+    finally:
+        spark.conf.unset(key)
+        spark.conf.unset("spark.lance.storage.aws_region")
+        lance_spark.register(spark)
+
+
+# --- secrets in a whole session's logs ------------------------------------------------------------
+
+DRIVER = Path(__file__).resolve().parent / "_secrets_driver.py"
+
+
+def _files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_credentials_stay_out_of_event_log_logs_errors_and_files(
+    endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    """One driver subprocess with the event log on (as for a History Server) runs every kind of
+    statement on a catalog table on S3 with three sets of distinctive credentials: the
+    session's (register), one LanceTable's (forPath) and one read's and write's (options).
+    None of them may appear in the event log, the driver's output, the errors, the history or
+    any file of the bucket or the warehouse."""
+    token = uuid.uuid4().hex
+    credentials = [
+        {
+            "aws_access_key_id": f"lsp-KEYID{i}-{token}",
+            "aws_secret_access_key": f"lsp-SECRET{i}-{token}",
+        }
+        for i in range(3)
+    ]
+    secrets = [value for creds in credentials for value in creds.values()]
+    event_dir, out_dir, warehouse = tmp_path / "events", tmp_path / "out", tmp_path / "warehouse"
+    for d in (event_dir, out_dir, warehouse):
+        d.mkdir()
+    args = tmp_path / "args.json"
+    args.write_text(
+        json.dumps(
+            {
+                "endpoint": endpoint,
+                "bucket": bucket,
+                "region": MOTO_REGION,
+                "event_dir": str(event_dir),
+                "out_dir": str(out_dir),
+                "warehouse": str(warehouse),
+                "credentials": credentials,
+            }
+        )
+    )
+    env = {k: v for k, v in spark_env().items() if not k.startswith("AWS_")}
+    # The environment's credentials, for the part that gives none to lance_spark.
+    env.update(AWS_ACCESS_KEY_ID=MOTO_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=MOTO_SECRET_KEY)
+    driver_log = tmp_path / "driver.log"
+    with driver_log.open("wb") as log:
+        proc = subprocess.run(
+            [sys.executable, str(DRIVER), str(args)],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+            check=False,
+        )
+    log_text = driver_log.read_text(errors="replace")
+    assert proc.returncode == 0, log_tail(driver_log, 80)
+
+    # The statements did what they say (so the places searched below saw real work).
+    results = json.loads((out_dir / "results.json").read_text())
+    assert results["select"] == [["1"], ["2"]]
+    assert results["option_count"] == 3
+    assert results["final"] == [
+        ["1", "Rex", "4", "8"],
+        ["4", "Felix", "10", "4"],
+        ["5", "Bella", "7", "14"],
+        ["6", "Kitty", "2", "None"],  # inserted through the catalog's older schema
+    ]
+    operations = {row[2] for row in results["history"]}
+    assert {"WRITE", "MERGE", "UPDATE", "DELETE", "ADD COLUMNS"} <= operations, operations
+    errors = (out_dir / "errors.txt").read_text()
+    for expected in ("verison", "nope", "boom-", "none.lance"):
+        assert expected in errors
+    events = "\n".join(p.read_text(errors="replace") for p in _files_under(event_dir))
+    assert "SparkListenerSQLExecutionStart" in events
+    # Confs are logged (the non-secret ones given that way are there)...
+    assert "spark.lance.storage.aws_endpoint" in events
+    # ...and so are a source's options, the storage ones redacted.
+    assert "storage.aws_access_key_id=*********(redacted)" in events
+    # The LanceTable with its own credentials read through a private format.
+    assert "lance_storage_" in log_text
+
+    places: dict[str, bytes] = {
+        "event log": events.encode(),
+        "driver stdout/stderr": log_text.encode(),
+        "errors": errors.encode(),
+        "results (history, DESCRIBE HISTORY, EXPLAIN, diff)": json.dumps(results).encode(),
+    }
+    for path in _files_under(warehouse):
+        places[f"warehouse file {path}"] = path.read_bytes()
+    client = s3_client(endpoint)
+    keys = list_keys(endpoint, bucket)
+    assert any(k.startswith("pets.lance/_versions/") for k in keys), keys
+    for key in keys:
+        places[f"s3://{bucket}/{key}"] = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    leaks = [
+        (where, secret)
+        for where, data in places.items()
+        for secret in secrets
+        if secret.encode() in data
+    ]
+    assert not leaks, leaks

@@ -97,6 +97,31 @@ def test_optimize_and_vacuum(spark: SparkSession, pets: str) -> None:
     assert _count(spark, "SELECT count(*) FROM pets") == 15
 
 
+def test_vacuum_removes_unreferenced_files(spark: SparkSession, pets: str) -> None:
+    # Files of a write that never committed (a killed driver), and its staging marker.
+    written = lance.fragment.write_fragments(
+        lance.dataset(pets).to_table(), pets, mode="append", max_rows_per_file=10
+    )
+    orphans = sorted(f"data/{f.path}" for fragment in written for f in fragment.files)
+    job = Path(pets) / "_lance_spark" / "staging" / "dead-job"
+    job.mkdir(parents=True)
+    (job / "_OPEN").touch()
+    kept = spark.sql("VACUUM pets").first()  # 168 hours: they are too new to go
+    assert kept.unreferenced_files_removed == 0 and kept.staging_markers_removed == 0
+
+    dry = spark.sql("VACUUM pets RETAIN 0 HOURS DRY RUN").first()
+    assert dry.dry_run and dry.unreferenced_files == orphans and len(orphans) == 2
+    assert dry.unreferenced_files_removed == 2 and dry.staging_markers_removed == 1
+    assert dry.old_versions == 1 and dry.data_files_removed == 2  # orphans; v1 files stay
+    assert all((Path(pets) / p).exists() for p in orphans) and (job / "_OPEN").exists()
+
+    done = spark.sql("VACUUM pets RETAIN 0 HOURS").first()
+    assert done.asDict() == {**dry.asDict(), "dry_run": False}
+    assert not any((Path(pets) / p).exists() for p in orphans)
+    assert not (Path(pets) / "_lance_spark").exists()
+    assert _count(spark, "SELECT count(*) FROM pets") == 15
+
+
 def test_add_columns_refreshes_the_catalog(spark: SparkSession, pets: str) -> None:
     version = lance.dataset(pets).version
     spark.sql("ALTER TABLE pets ADD COLUMNS (note STRING, score DOUBLE)")

@@ -186,10 +186,14 @@ def test_vacuum_keeps_current_and_tagged(spark: SparkSession, table_uri: str) ->
     assert t.vacuum(168).first().old_versions == 0  # nothing that old
     dry = t.vacuum(0, dryRun=True).first()
     assert dry.dry_run and dry.old_versions == 2 and dry.data_files_removed == 4
+    # Every file is referenced by some version: none is an orphan.
+    assert dry.unreferenced_files_removed == 0 and dry.unreferenced_files == []
+    assert dry.staging_markers_removed == 0
     assert _data_files(table_uri) == before
 
     done = t.vacuum(0).first()
     assert not done.dry_run and done.old_versions == 2 and done.bytes_removed > 0
+    assert done.asDict() == {**dry.asDict(), "dry_run": False}  # the dry run's numbers
     assert len(_data_files(table_uri)) == 4
     assert [v["version"] for v in lance.dataset(table_uri).versions()] == [2, 4]
     assert sorted(r.id for r in t.toDF().collect()) == list(range(300, 310))

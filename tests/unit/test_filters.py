@@ -50,6 +50,7 @@ from lance_spark._filters import (
     translate_filters,
 )
 from lance_spark._types import arrow_read_schema, conform_read_batch
+from lance_spark.errors import SchemaMismatchError
 
 SPARK_UTC = ZoneInfo("UTC")  # what pyspark puts on TimestampType literals
 EPOCH = datetime(1970, 1, 1)
@@ -848,10 +849,85 @@ def test_quote_column() -> None:
     assert quote_column(["a"]) == "`a`"
     assert quote_column(("s", "x.y")) == "`s`.`x.y`"
     assert quote_column(("select", "a b")) == "`select`.`a b`"
-    with pytest.raises(UnquotableColumnError):
+    assert quote_column(("s", "we`ird")) == "`s`.`we``ird`"  # nested: doubled
+    with pytest.raises(UnquotableColumnError, match="back`tick"):
         quote_column(("back`tick",))
-    with pytest.raises(UnquotableColumnError):
-        quote_column(())
+    for bad in ((), ("",), ("s", ""), ("a\x00b",), ("s", "a\x00b")):
+        with pytest.raises(UnquotableColumnError):
+            quote_column(bad)
+
+
+def test_nested_backtick_names_are_quoted_by_doubling(tmp_path: Path) -> None:
+    inner = pa.StructArray.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["we`ird", "`"])
+    table = pa.table({"s": inner})
+    ds = lance.write_dataset(table, str(tmp_path / "nested"))
+    for path, value in ((("s", "we`ird"), 2), (("s", "`"), 3)):
+        predicate, rejected = translate_filters([EqualTo(path, value)], table.schema)
+        assert rejected == [] and predicate is not None
+        assert ds.to_table(filter=predicate).num_rows == 1
+
+
+# Any name Arrow can hold (valid UTF-8): control characters, quotes, backticks, dots, commas.
+_ANY_NAME = st.text(st.characters(codec="utf-8"), min_size=0, max_size=12) | st.sampled_from(
+    ["`", "``", "a`b", "a.b", ".", ",", " ", "\x00", "select", "_rowid", "1x", '"', "'"]
+)
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@given(name=_ANY_NAME)
+def test_a_filter_on_any_name_is_rejected_or_selects_exactly_the_right_rows(name: str) -> None:
+    """Top-level and nested: the rendered predicate either is rejected (Spark then filters)
+    or, evaluated by Lance, selects exactly the rows Spark would; and a name the write-side
+    check accepts is one Lance can store, read back and filter on."""
+    import tempfile
+
+    from lance_spark._types import check_column_names
+
+    values = pa.array([1, 2, None, 2], pa.int64())
+    other = "other" if name.lower() != "other" else "other2"
+    struct = "s" if name.lower() != "s" else "t"
+    nested = pa.StructArray.from_arrays([values, pa.array([0, 0, 0, 0])], names=[name, "k"])
+    if name.lower() == "k":
+        nested = pa.StructArray.from_arrays([values], names=[name])
+    top = pa.table({other: pa.array([0, 1, 2, 3]), name: values, struct: nested})
+    nested_only = pa.table({other: pa.array([0, 1, 2, 3]), struct: nested})
+    try:
+        check_column_names(top.schema)
+        accepted = True
+    except SchemaMismatchError:
+        accepted = False
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            ds = lance.write_dataset(top, f"{tmp}/top")
+            read = ds.to_table()
+        except (OSError, ValueError):
+            assert not accepted, f"{name!r} passes the write check but Lance cannot store it"
+            ds, read = None, None
+        if accepted:
+            assert ds is not None and read is not None
+            assert read.column_names == [other, name, struct]
+            assert ds.to_table(columns=[name])[name].to_pylist() == values.to_pylist()
+        cases: list[tuple[lance.LanceDataset, tuple[str, ...]]] = []
+        if ds is not None:
+            cases.append((ds, (name,)))
+        if name and "\x00" not in name:  # Lance refuses such struct fields when writing
+            cases.append((lance.write_dataset(nested_only, f"{tmp}/nested"), (struct, name)))
+        for dataset, path in cases:
+            for f, expected in (
+                (EqualTo(path, 2), [1, 3]),
+                (IsNull(path), [2]),
+                (Not(GreaterThan(path, 1)), [0]),
+            ):
+                predicate, rejected = translate_filters([f], dataset.schema)
+                if rejected:
+                    assert predicate is None and rejected == [f]
+                    continue
+                assert predicate is not None
+                got = dataset.to_table(columns=[other], filter=predicate)[other].to_pylist()
+                assert sorted(got) == expected, (path, predicate)
+            if len(path) == 1 and accepted:
+                # What the write check accepts, the filters can reference.
+                assert translate_filters([IsNull(path)], dataset.schema)[1] == []
 
 
 def test_backtick_names_are_rejected_because_lance_cannot_reference_them(tmp_path: Path) -> None:

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 from lance_spark._options import (
     READ_KEYS,
     WRITE_KEYS,
+    check_plain_names,
+    decode_names,
+    encode_names,
     parse_read_options,
     parse_timestamp,
     parse_write_options,
@@ -164,3 +167,62 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
     }
     parse = parse_read_options if key in READ_KEYS else parse_write_options
     parse({cased: values[key]})
+
+
+# --- the columns option carries any name ----------------------------------------------------
+
+
+def test_columns_as_a_json_list_keep_names_exactly() -> None:
+    opts = parse_read_options({"columns": '["a,b", " c ", "we`ird", "ünï", "[x"]'})
+    assert opts.columns == ("a,b", " c ", "we`ird", "ünï", "[x")
+    assert opts.columns_plain is None
+    plain = parse_read_options({"columns": "id, label"})
+    assert plain.columns == ("id", "label") and plain.columns_plain == "id, label"
+
+
+@given(st.lists(st.text(min_size=1), min_size=1, max_size=6, unique=True))
+def test_encoded_names_decode_to_the_same_names(names: list[str]) -> None:
+    encoded = encode_names(names)
+    assert decode_names(encoded) == tuple(names)
+    assert parse_read_options({"COLUMNS": encoded}).columns == tuple(names)
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ('["a", ', "not a JSON list"),
+        ('["a", 1]', "JSON list of strings"),
+        ("[]", "at least one column"),
+        ('["a", ""]', "no empty name"),
+        ('["a", "a"]', "'a' twice"),
+    ],
+)
+def test_bad_json_columns_name_the_value(value: str, fragment: str) -> None:
+    with pytest.raises(InvalidOptionError) as e:
+        parse_read_options({"columns": value})
+    assert fragment in str(e.value) and "columns" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "column"),
+    [
+        ("id,a,b", "a,b"),
+        ("a, b ,id", "a,b"),
+        ("A,B", "a,b"),  # names resolve ignoring case
+        ("id,lead", " lead"),
+        ("id, trail", "trail "),
+    ],
+)
+def test_a_plain_list_that_could_mean_an_odd_column_is_an_error_naming_it(
+    value: str, column: str
+) -> None:
+    table = ["id", "a", "b", "a,b", " lead", "trail "]
+    with pytest.raises(InvalidOptionError) as e:
+        check_plain_names(value, table)
+    message = str(e.value)
+    assert repr(column) in message and encode_names([column]) in message
+
+
+def test_a_plain_list_of_ordinary_names_passes_next_to_odd_columns() -> None:
+    check_plain_names("id, a", ["id", "a", "b", "a,b", " lead"])
+    check_plain_names("b,a", ["id", "a", "b", "a,b"])  # not "a,b" in that order

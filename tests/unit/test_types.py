@@ -43,6 +43,7 @@ from pyspark.sql.types import (
 from lance_spark._types import (
     arrow_read_schema,
     arrow_schema_for_new_table,
+    check_column_names,
     conform_read_batch,
     conform_write_batch,
     reconcile_write_schema,
@@ -1171,3 +1172,55 @@ def test_round_trip_through_spark_types() -> None:
     )
     target = reconcile_write_schema(incoming, table, merge_schema=False)
     assert conform_write_batch(written, target).to_pylist() == rows.to_pylist()
+
+
+# --- column names a table can hold ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ([("id", pa.int64()), ("ID", pa.int64())], ["'id'", "'ID'", "case"]),
+        ([("a", pa.int64()), ("a", pa.int64())], ["'a'", "twice"]),
+        ([("s", pa.struct([("x", pa.int8()), ("X", pa.int8())]))], ["'s.x'", "'s.X'"]),
+        (
+            [("l", pa.list_(pa.struct([("Ab", pa.int8()), ("aB", pa.int8())])))],
+            ["'l.Ab'", "'l.aB'"],
+        ),
+        ([("a.b", pa.int64())], ["'a.b'", "dot"]),
+        ([("we`ird", pa.int64())], ["'we`ird'", "backtick"]),
+        ([("_rowid", pa.int64())], ["'_rowid'", "reserved"]),
+        ([("", pa.int64())], ["''", "empty"]),
+        ([("s", pa.struct([("a\x00b", pa.int8())]))], ["NUL"]),
+    ],
+)
+def test_names_a_table_cannot_use_are_rejected_naming_them(
+    fields: list[tuple[str, pa.DataType]], named: list[str]
+) -> None:
+    schema = pa.schema(fields)
+    for check in (
+        lambda: check_column_names(schema),
+        lambda: arrow_schema_for_new_table(schema, vector_sizes={}),
+        lambda: reconcile_write_schema(schema, pa.schema([("z", pa.int8())]), merge_schema=True),
+    ):
+        with pytest.raises(SchemaMismatchError) as e:
+            check()
+        for fragment in named:
+            assert fragment in str(e.value)
+
+
+def test_odd_names_a_table_can_use_pass() -> None:
+    odd = ["a,b", "sp ace", 'qu"ote', "s'q", "ünï", "select", "from", "1lead", " x ", "_fragid"]
+    nested = pa.struct([("a.b", pa.int8()), ("we`ird", pa.int8()), ("A", pa.int8())])
+    schema = pa.schema([*((n, pa.int64()) for n in odd), ("s", nested)])
+    check_column_names(schema)
+    assert arrow_schema_for_new_table(schema, vector_sizes={}).names == schema.names
+
+
+def test_an_append_may_name_case_twins_the_table_already_has() -> None:
+    table = pa.schema([("a", pa.int64()), ("A", pa.string())])
+    incoming = pa.schema(
+        [("A", pa.string()), ("a", pa.int64()), ("b", pa.int8()), ("B", pa.int8())]
+    )
+    with pytest.raises(SchemaMismatchError, match="'b' and 'B'"):
+        reconcile_write_schema(incoming, table, merge_schema=True)

@@ -1,0 +1,319 @@
+"""No orphan files: retried and speculative task attempts, failed jobs, killed tasks and a
+SIGKILLed driver (then vacuum). Files are checked against what pylance says the versions
+reference."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import lance
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lance_spark import LanceTable
+
+DRIVER = Path(__file__).with_name("_orphan_driver.py")
+REPO = Path(__file__).resolve().parents[2]
+_TIMEOUT = 600.0  # generous: two busy cores
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _written(uri: str) -> set[str]:
+    """Every file under data/ and _deletions/, relative to the table's root."""
+    found = set()
+    for folder in ("data", "_deletions"):
+        root = Path(uri) / folder
+        if root.is_dir():
+            found.update(f"{folder}/{p.name}" for p in root.iterdir())
+    return found
+
+
+def _referenced(uri: str) -> set[str]:
+    """The data and deletion files some version of the table references."""
+    ds = lance.dataset(uri)
+    files = set()
+    for v in ds.versions():
+        for fragment in ds.checkout_version(v["version"]).get_fragments():
+            meta = fragment.metadata
+            files.update(f"data/{f.path}" for f in meta.files)
+            if meta.deletion_file is not None:
+                files.add(meta.deletion_file.path(meta.id))
+    return files
+
+
+def _unreferenced(uri: str) -> set[str]:
+    return _written(uri) - _referenced(uri)
+
+
+def _staging(uri: str) -> list[str]:
+    root = Path(uri) / "_lance_spark"
+    return sorted(str(p.relative_to(uri)) for p in root.rglob("*")) if root.exists() else []
+
+
+def _ids(uri: str) -> list[int]:
+    return sorted(lance.dataset(uri).to_table(columns=["id"]).column("id").to_pylist())
+
+
+def _wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + _TIMEOUT
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the driver exited ({proc.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} after {_TIMEOUT} s")
+        time.sleep(0.2)
+
+
+def _idle(spark: SparkSession) -> None:
+    """Wait until no stage runs: tasks Spark killed after a job failed are gone."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + _TIMEOUT
+    while tracker.getActiveStageIds():
+        assert time.monotonic() < deadline, "tasks still running"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def driver(tmp_path: Path) -> Iterator[Callable[[str, str], tuple[subprocess.Popen[bytes], Path]]]:
+    """Start ``_orphan_driver.py`` in its own process group; the group is killed at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(scenario: str, uri: str) -> tuple[subprocess.Popen[bytes], Path]:
+        work = tmp_path / f"work-{scenario}"
+        work.mkdir()
+        env = {
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_CONF_DIR": str(REPO / "conf"),
+            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "spark")]),
+        }
+        log = (tmp_path / f"{scenario}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), scenario, uri, str(work)],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        started.append(proc)
+        return proc, work
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+
+
+def _step(work: Path, name: str) -> dict[str, int]:
+    result: dict[str, int] = json.loads((work / f"{name}.json").read_text())
+    return result
+
+
+def _log(tmp_path: Path, scenario: str) -> str:
+    return (tmp_path / f"{scenario}.log").read_text(errors="replace")[-4000:]
+
+
+# --- task retries -------------------------------------------------------------------------------
+
+
+def test_retried_tasks_leave_no_unreferenced_files(
+    driver: Callable[[str, str], tuple[subprocess.Popen[bytes], Path]],
+    table_uri: str,
+    tmp_path: Path,
+) -> None:
+    proc, work = driver("retries", table_uri)
+    assert proc.wait(timeout=_TIMEOUT) == 0, _log(tmp_path, "retries")
+    # Every first attempt failed (the append's after its writer finished files; the MERGE's
+    # and addColumns' source tasks, and their writing tasks after writing), and was retried.
+    failed = [_step(work, step)["failed"] for step in ("append", "merge", "addColumns")]
+    assert failed[0] == 4 and failed[0] < failed[1] < failed[2], failed
+    ds = lance.dataset(table_uri)
+    assert ds.count_rows() == 1250 and _ids(table_uri) == list(range(1250))
+    assert ds.schema.names == ["id", "val", "tag"]
+    assert _unreferenced(table_uri) == set()
+    assert _staging(table_uri) == []
+
+
+# --- a killed driver, then vacuum -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["kill-append", "kill-merge"])
+def test_vacuum_removes_what_a_killed_driver_left(
+    spark: SparkSession,
+    driver: Callable[[str, str], tuple[subprocess.Popen[bytes], Path]],
+    table_uri: str,
+    tmp_path: Path,
+    scenario: str,
+) -> None:
+    proc, work = driver(scenario, table_uri)
+    created = work / "created.json"
+    _wait_for("table", created.exists, proc)
+    version = _step(work, "created")["version"]
+    committed = set(_written(table_uri))
+    if scenario == "kill-append":
+        # Three tasks finished their files; the fourth holds an open Lance temporary.
+        def written() -> bool:
+            new = _written(table_uri) - committed
+            return len([p for p in new if p.endswith(".lance")]) >= 3 and any(
+                "/.tmp" in p for p in new
+            )
+
+        _wait_for("files of the running append", written, proc)
+    else:
+        _wait_for("the MERGE's commit", (work / "commit-reached.json").exists, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+    left = _unreferenced(table_uri)
+    assert left and _staging(table_uri)  # what a killed driver leaves
+    assert lance.dataset(table_uri).version == version
+    assert _ids(table_uri) == list(range(200))
+
+    t = LanceTable.forPath(spark, table_uri)
+    dry = t.vacuum(0, dryRun=True).first()
+    assert dry.dry_run and sorted(dry.unreferenced_files) == sorted(left)
+    assert dry.unreferenced_files_removed == len(left) and dry.staging_markers_removed > 0
+    assert _unreferenced(table_uri) == left  # a dry run deletes nothing
+
+    done = t.vacuum(0).first()
+    assert not done.dry_run and sorted(done.unreferenced_files) == sorted(left)
+    assert done.staging_markers_removed == dry.staging_markers_removed
+    assert done.data_files_removed >= len([p for p in left if p.startswith("data/")])
+    assert _unreferenced(table_uri) == set()
+    assert _written(table_uri) == committed
+    assert _staging(table_uri) == []
+    assert lance.dataset(table_uri).version == version
+    assert sorted(r.id for r in t.toDF().select("id").collect()) == list(range(200))
+    again = t.vacuum(0).first()
+    assert again.unreferenced_files_removed == 0 and again.staging_markers_removed == 0
+
+
+def test_vacuum_keeps_unreferenced_files_younger_than_the_retention(
+    spark: SparkSession, table_uri: str
+) -> None:
+    spark.range(10).write.format("lance").mode("append").save(table_uri)
+    # A write in progress: files written, not committed yet, plus its staging marker.
+    lance.fragment.write_fragments(
+        lance.dataset(table_uri).to_table(), table_uri, mode="append", max_rows_per_file=5
+    )
+    job = Path(table_uri) / "_lance_spark/staging/job-in-progress"
+    job.mkdir(parents=True)
+    (job / "_OPEN").touch()
+    pending = _unreferenced(table_uri)
+    assert len(pending) == 2
+
+    result = LanceTable.forPath(spark, table_uri).vacuum(1).first()
+    assert result.unreferenced_files_removed == 0 and result.staging_markers_removed == 0
+    assert _unreferenced(table_uri) == pending and (job / "_OPEN").exists()
+
+    # Once they are older than the retention, the job is taken for dead.
+    old = time.time() - 2 * 3600
+    for path in [*pending, "_lance_spark/staging/job-in-progress/_OPEN"]:
+        os.utime(Path(table_uri) / path, (old, old))
+    result = LanceTable.forPath(spark, table_uri).vacuum(1).first()
+    assert result.unreferenced_files_removed == 2 and result.staging_markers_removed == 1
+    assert sorted(result.unreferenced_files) == sorted(pending)
+    assert _unreferenced(table_uri) == set() and _staging(table_uri) == []
+    assert lance.dataset(table_uri).count_rows() == 10
+
+
+# --- failed jobs --------------------------------------------------------------------------------
+
+
+def test_task_killed_mid_write_leaves_no_temporary(spark: SparkSession, table_uri: str) -> None:
+    """One task fails while another holds an open Lance temporary (the task Spark then kills
+    would leave its ``data/.tmp*``): the abort deletes it too."""
+    spark.range(10).selectExpr("id", "'a' AS val").write.format("lance").mode("append").save(
+        table_uri
+    )
+    before = _written(table_uri)
+    staging = Path(table_uri) / "_lance_spark/staging"
+
+    def temporary_recorded() -> bool:
+        for marker in staging.glob("*/*.json"):
+            if json.loads(marker.read_text()).get("temporary"):
+                return True
+        return False
+
+    def job_open() -> bool:
+        return any(staging.glob("*/_OPEN"))
+
+    @F.udf("string")
+    def slow_or_failing(i: int) -> str:
+        deadline = time.monotonic() + 300
+        if i == 0:  # partition 1: fail once partition 0's writer recorded its temporary
+            while not temporary_recorded():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("no temporary was recorded")
+                time.sleep(0.05)
+            raise RuntimeError("fails while another task writes")
+        if i == 1150:  # partition 0, after 100 rows went to its writer: wait for the abort
+            while job_open() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        # Spark buffers what it sends a Python worker (64 KiB): long values make the first
+        # rows reach the writer while this task waits.
+        return f"v{i}" + "x" * 2000
+
+    # Partition 0: ids 1000..1199; partition 1: id 0 (fails).
+    rows = spark.range(1000, 1200, 1, 1).union(spark.range(0, 1, 1, 1))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
+    try:
+        with pytest.raises(PySparkException, match="fails while another task writes"):
+            rows.select("id", slow_or_failing("id").alias("val")).write.format("lance").mode(
+                "append"
+            ).save(table_uri)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    _idle(spark)
+    assert _written(table_uri) == before
+    assert _staging(table_uri) == []
+    assert lance.dataset(table_uri).version == 1
+
+
+def test_failed_jobs_leave_no_files(spark: SparkSession, table_uri: str) -> None:
+    spark.range(0, 400, 1, 4).selectExpr("id", "'a' AS val").write.format("lance").mode(
+        "append"
+    ).save(table_uri)
+    t = LanceTable.forPath(spark, table_uri)
+    t.update("id < 10", {"val": "'b'"})  # a deletion file exists
+    before, version = _written(table_uri), lance.dataset(table_uri).version
+
+    @F.udf("string")
+    def fails_at_350(i: int) -> str:
+        if i == 350:
+            raise RuntimeError("task failure on purpose")
+        return f"x{i}"
+
+    source = spark.range(0, 400, 1, 4).select("id", fails_at_350("id").alias("val"))
+    with pytest.raises(PySparkException, match="task failure on purpose"):
+        source.write.format("lance").mode("append").save(table_uri)
+    _idle(spark)
+    with pytest.raises(PySparkException, match="task failure on purpose"):
+        (
+            t.alias("t")
+            .merge(source.alias("s"), "t.id = s.id")
+            .whenMatchedUpdate(set={"val": "s.val"})
+            .execute()
+        )
+    _idle(spark)
+    with pytest.raises(PySparkException, match="task failure on purpose"):
+        t.addColumns(source.withColumnRenamed("val", "tag"), on="id")
+    _idle(spark)
+    assert _written(table_uri) == before
+    assert _staging(table_uri) == []
+    assert lance.dataset(table_uri).version == version

@@ -1,0 +1,86 @@
+"""The staging-marker protocol of lance_spark._files, with pylance and no JVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+from lance.fragment import write_fragments
+
+from lance_spark import _files
+
+TABLE = pa.table({"id": pa.array(range(10), pa.int64())})
+
+
+def _written(uri: str) -> set[str]:
+    return {f"data/{p.name}" for p in (Path(uri) / "data").iterdir()}
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    path = str(tmp_path / "t.lance")
+    lance.write_dataset(TABLE, path)
+    return path
+
+
+def _attempt(uri: str, job: str) -> tuple[list[lance.fragment.FragmentMetadata], set[str]]:
+    """One task attempt: writes two files through TaskFiles, as the writer does."""
+    files = _files.TaskFiles(uri, job, storage={})
+    reader = pa.RecordBatchReader.from_batches(TABLE.schema, files.watch(TABLE.to_batches()))
+    fragments = write_fragments(
+        reader, uri, schema=TABLE.schema, max_rows_per_file=5, progress=files.progress()
+    )
+    paths = {f"data/{f.path}" for fragment in fragments for f in fragment.files}
+    assert files.record(data=[p.removeprefix("data/") for p in paths])
+    return fragments, paths
+
+
+def test_finish_deletes_what_the_commit_does_not_use(uri: str) -> None:
+    before = _written(uri)
+    _files.begin_job(uri, "job", storage={})
+    _, lost = _attempt(uri, "job")  # a failed or speculative attempt
+    kept_fragments, kept = _attempt(uri, "job")
+    assert _written(uri) == before | lost | kept
+    ds = lance.LanceDataset.commit(uri, lance.LanceOperation.Append(kept_fragments), read_version=1)
+    assert _files.finish_job(uri, "job", read_version=1, storage={}) == len(lost)
+    assert _written(uri) == before | kept
+    assert not (Path(uri) / "_lance_spark").exists()
+    assert ds.count_rows() == 20
+
+
+def test_abort_deletes_everything_and_a_late_task_cleans_up_after_itself(uri: str) -> None:
+    before = _written(uri)
+    _files.begin_job(uri, "job", storage={})
+    _attempt(uri, "job")
+    assert _files.abort_job(uri, "job", [], read_version=1, storage={}) == 2
+    assert _written(uri) == before and not (Path(uri) / "_lance_spark").exists()
+    # A task still running after the abort: its first finished file closes it.
+    with pytest.raises(OSError, match="write job over"):
+        _attempt(uri, "job")
+    assert _written(uri) == before and not (Path(uri) / "_lance_spark").exists()
+
+
+def test_abort_keeps_files_a_version_references(uri: str) -> None:
+    """A commit that landed but reported an error: its files stay."""
+    _files.begin_job(uri, "job", storage={})
+    fragments, paths = _attempt(uri, "job")
+    lance.LanceDataset.commit(uri, lance.LanceOperation.Append(fragments), read_version=1)
+    assert _files.abort_job(uri, "job", [], read_version=1, storage={}) == 0
+    assert paths <= _written(uri)
+    assert lance.dataset(uri).count_rows() == 20
+
+
+def test_open_temporaries_are_recorded_and_aborted(uri: str) -> None:
+    _files.begin_job(uri, "job", storage={})
+    files = _files.TaskFiles(uri, "job", storage={})
+    temporary = Path(uri) / "data" / ".tmpAbC123"
+    other = Path(uri) / "data" / ".tmpOther"  # another writer's: not open in this process
+    other.touch()
+    with temporary.open("wb"):
+        files.check_temporaries()
+    markers = list((Path(uri) / "_lance_spark/staging/job").glob("*.json"))
+    assert len(markers) == 1 and "data/.tmpAbC123" in markers[0].read_text()
+    _files.abort_job(uri, "job", [], read_version=1, storage={})
+    assert not temporary.exists() and other.exists()
