@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def table_uri(tmp_path: Path) -> str:
     """A path where no table exists yet."""
     return str(tmp_path / "table.lance")
+
+
+@pytest.fixture
+def view(spark: object) -> Iterator[Callable[[object], str]]:
+    """Registers DataFrames as temporary views (unique names) for one test; drops them after."""
+    names: list[str] = []
+
+    def register(frame: object) -> str:
+        name = f"view_{uuid.uuid4().hex[:12]}"
+        frame.createOrReplaceTempView(name)  # type: ignore[attr-defined]
+        names.append(name)
+        return name
+
+    yield register
+    for name in names:
+        spark.catalog.dropTempView(name)  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,21 +98,6 @@ def uri(base_uri: str, tmp_path: Path) -> str:
     target = str(tmp_path / "copy.lance")
     shutil.copytree(base_uri, target)
     return target
-
-
-@pytest.fixture
-def view(spark: SparkSession) -> Iterator[Callable[[DataFrame], str]]:
-    names: list[str] = []
-
-    def register(frame: DataFrame) -> str:
-        name = f"names_{uuid.uuid4().hex[:12]}"
-        frame.createOrReplaceTempView(name)
-        names.append(name)
-        return name
-
-    yield register
-    for name in names:
-        spark.catalog.dropTempView(name)
 
 
 def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -37,22 +37,6 @@ def _one(frame: DataFrame) -> tuple[int, ...]:
 
 
 @pytest.fixture
-def view(spark: SparkSession) -> Iterator[Callable[[DataFrame], str]]:
-    """Registers DataFrames as temporary views for one test."""
-    names: list[str] = []
-
-    def register(frame: DataFrame) -> str:
-        name = f"src_{uuid.uuid4().hex[:12]}"
-        frame.createOrReplaceTempView(name)
-        names.append(name)
-        return name
-
-    yield register
-    for name in names:
-        spark.catalog.dropTempView(name)
-
-
-@pytest.fixture
 def catalog_table(spark: SparkSession) -> Iterator[Callable[[str], str]]:
     """``CREATE TABLE <name> USING lance LOCATION '<uri>'`` for a table written at ``uri``."""
     names: list[str] = []
