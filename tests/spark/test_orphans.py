@@ -4,6 +4,7 @@ reference."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -75,6 +76,54 @@ def _wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen[b
         time.sleep(0.2)
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (Linux /proc). PySpark's worker daemon puts itself in
+    a process group of its own, so killing the driver's group does not reach the workers."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a dead child nobody reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _kill_all(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the driver, its process group and every process below it (the Python workers
+    too, as a machine failure would), and wait until all are gone: a worker that outlived
+    the driver could still remove its own temporary files while the test looks at them."""
+    doomed = _descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGKILL)
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + _TIMEOUT
+    while any(_alive(pid) for pid in doomed):
+        assert time.monotonic() < deadline, "processes of the killed driver still run"
+        time.sleep(0.1)
+
+
 def _idle(spark: SparkSession) -> None:
     """Wait until no stage runs: tasks Spark killed after a job failed are gone."""
     tracker = spark.sparkContext.statusTracker()
@@ -115,8 +164,7 @@ def driver(tmp_path: Path) -> Iterator[Callable[[str, str], tuple[subprocess.Pop
     yield start
     for proc in started:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+            _kill_all(proc)
 
 
 def _step(work: Path, name: str) -> dict[str, int]:
@@ -176,8 +224,7 @@ def test_vacuum_removes_what_a_killed_driver_left(
         _wait_for("files of the running append", written, proc)
     else:
         _wait_for("the MERGE's commit", (work / "commit-reached.json").exists, proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
+    _kill_all(proc)
 
     left = _unreferenced(table_uri)
     assert left and _staging(table_uri)  # what a killed driver leaves
