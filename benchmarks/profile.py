@@ -32,7 +32,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 import lance_spark
-from lance_spark import _types
+from lance_spark.source import types as _types
 
 _ALL = "id bigint, x double, label string, vector array<float>"
 _TWO = "id bigint, x double"

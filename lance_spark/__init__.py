@@ -10,11 +10,8 @@ Example::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from lance_spark._merge import LanceMergeBuilder
-from lance_spark._session import register
-from lance_spark._source import LanceDataSource
+from lance_spark._register import register
+from lance_spark._version import __version__
 from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
@@ -30,7 +27,8 @@ from lance_spark.errors import (
     UnsupportedTypeError,
     VersionNotFoundError,
 )
-from lance_spark.table import LanceTable
+from lance_spark.source import LanceDataSource
+from lance_spark.table import LanceMergeBuilder, LanceTable
 
 __all__ = [
     "CardinalityViolationError",

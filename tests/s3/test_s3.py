@@ -34,9 +34,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 import lance_spark
-from lance_spark._options import secret_storage_keys
-from lance_spark._session import session_storage as session_storage_of
 from lance_spark.errors import SecretInConfError
+from lance_spark.source.options import secret_storage_keys
+from lance_spark.source.session import session_storage as session_storage_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -21,7 +21,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import lance_spark
-from lance_spark import LanceTable, _columns, _dml
+from lance_spark import LanceTable
+from lance_spark.table import changes, columns
 
 ROWS = 200
 PARTS = 4
@@ -125,8 +126,8 @@ def _fail_first_attempts_after_writing() -> None:
 
         return make_task
 
-    _dml._change_task = failing(_dml._change_task)  # type: ignore[attr-defined]
-    _columns._add_task = failing(_columns._add_task)  # type: ignore[attr-defined]
+    changes._change_task = failing(changes._change_task)  # type: ignore[attr-defined]
+    columns._add_task = failing(columns._add_task)  # type: ignore[attr-defined]
 
 
 def _blocked_append(spark: SparkSession, table: str, work: Path) -> None:

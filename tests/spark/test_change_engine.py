@@ -13,7 +13,9 @@ import pytest
 from lance.fragment import write_fragments
 from pyspark.sql import SparkSession
 
-from lance_spark import ConcurrentModificationError, LanceTable, _commit, _dml
+from lance_spark import ConcurrentModificationError, LanceTable
+from lance_spark.source import commit as _commit
+from lance_spark.table import changes
 
 pytestmark = pytest.mark.spark
 
@@ -88,9 +90,9 @@ def test_gives_up_after_bounded_attempts_naming_them(
 ) -> None:
     t = _table(spark, table_uri)
     racing_commit["races"] = 100
-    monkeypatch.setattr(_dml, "_BACKOFF_MAX_S", 0.0)
+    monkeypatch.setattr(changes, "_BACKOFF_MAX_S", 0.0)
     src = spark.createDataFrame([(1, "x")], "id long, val string")
-    attempts = _dml.MAX_ATTEMPTS
+    attempts = changes.MAX_ATTEMPTS
     with pytest.raises(
         ConcurrentModificationError, match=rf"gave up after {attempts} attempt\(s\)"
     ):

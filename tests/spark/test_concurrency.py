@@ -19,7 +19,9 @@ import lance
 import pytest
 from pyspark.sql import SparkSession
 
-from lance_spark import ConcurrentModificationError, LanceTable, _commit, _dml
+from lance_spark import ConcurrentModificationError, LanceTable
+from lance_spark.source import commit as _commit
+from lance_spark.table import changes
 
 pytestmark = pytest.mark.spark
 
@@ -132,14 +134,14 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts the attempts of row-level statements (each attempt pins the table once)."""
     counter = {"attempts": 0}
     lock = threading.Lock()
-    real = _dml.pin
+    real = changes.pin
 
-    def pin(*args: Any, **kwargs: Any) -> _dml.Pinned:
+    def pin(*args: Any, **kwargs: Any) -> changes.Pinned:
         with lock:
             counter["attempts"] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_dml, "pin", pin)
+    monkeypatch.setattr(changes, "pin", pin)
     return counter
 
 
@@ -235,10 +237,10 @@ def test_a_statement_that_keeps_losing_raises_and_changes_nothing(
     """Before each commit another writer appends a row with a key the MERGE inserts: every
     attempt overlaps, and after MAX_ATTEMPTS the MERGE raises, naming both versions."""
     _table(spark, table_uri)
-    real = _dml.pin
+    real = changes.pin
     appended: list[int] = []
 
-    def pin(spark_: SparkSession, uri: str, storage: Any) -> _dml.Pinned:
+    def pin(spark_: SparkSession, uri: str, storage: Any) -> changes.Pinned:
         pinned = real(spark_, uri, storage)
         import pyarrow as pa
 
@@ -249,8 +251,8 @@ def test_a_statement_that_keeps_losing_raises_and_changes_nothing(
         appended.append(key)
         return pinned
 
-    monkeypatch.setattr(_dml, "pin", pin)
-    monkeypatch.setattr(_dml, "_BACKOFF_MAX_S", 0.0)
+    monkeypatch.setattr(changes, "pin", pin)
+    monkeypatch.setattr(changes, "_BACKOFF_MAX_S", 0.0)
     src = spark.createDataFrame([(1000 + i, "mine") for i in range(20)], "k long, val string")
     t = LanceTable.forPath(spark, table_uri)
     with pytest.raises(ConcurrentModificationError, match=r"gave up after 8 attempt") as info:
@@ -260,10 +262,10 @@ def test_a_statement_that_keeps_losing_raises_and_changes_nothing(
     assert f"read version {err.read_version}" in str(err)
     assert f"version {err.conflicting_version}" in str(err)
     assert "'k' is 1007" in str(err)
-    assert len(appended) == _dml.MAX_ATTEMPTS
+    assert len(appended) == changes.MAX_ATTEMPTS
     rows = _read(table_uri)
     assert [v for _, v in rows].count("mine") == 0
-    assert len(rows) == 100 + _dml.MAX_ATTEMPTS
+    assert len(rows) == 100 + changes.MAX_ATTEMPTS
 
 
 def test_appends_of_disjoint_keys_do_not_redo_a_merge(
@@ -271,9 +273,9 @@ def test_appends_of_disjoint_keys_do_not_redo_a_merge(
 ) -> None:
     """A concurrent append whose keys the MERGE's source does not have is no overlap."""
     _table(spark, table_uri)
-    real = _dml.pin
+    real = changes.pin
 
-    def pin(spark_: SparkSession, uri: str, storage: Any) -> _dml.Pinned:
+    def pin(spark_: SparkSession, uri: str, storage: Any) -> changes.Pinned:
         pinned = real(spark_, uri, storage)
         import pyarrow as pa
 
@@ -282,7 +284,7 @@ def test_appends_of_disjoint_keys_do_not_redo_a_merge(
         )
         return pinned
 
-    monkeypatch.setattr(_dml, "pin", pin)
+    monkeypatch.setattr(changes, "pin", pin)
     src = spark.createDataFrame([(3, "mine"), (500, "mine")], "k long, val string")
     t = LanceTable.forPath(spark, table_uri)
     (
@@ -303,7 +305,8 @@ _DRIVER = textwrap.dedent(
     from pathlib import Path
     from pyspark.sql import SparkSession
     import lance_spark
-    from lance_spark import LanceTable, _dml
+    from lance_spark import LanceTable
+    from lance_spark.table import changes
 
     uri, barrier, me, peers, mode = sys.argv[1:6]
     spark = (SparkSession.builder.master("local[1]").appName(f"race-{me}")
@@ -311,12 +314,12 @@ _DRIVER = textwrap.dedent(
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     lance_spark.register(spark)
     attempts = 0
-    real_pin = _dml.pin
+    real_pin = changes.pin
     def pin(*args, **kwargs):
         global attempts
         attempts += 1
         return real_pin(*args, **kwargs)
-    _dml.pin = pin
+    changes.pin = pin
     src0 = spark.range(1).selectExpr("id AS k", "'x' AS val")  # warm up before the barrier
     src0.collect()
 

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import LanceMergeBuilder, LanceTable
-from lance_spark._merge_pruning import MAX_SOURCE_ROWS_CONF
+from lance_spark.table.merge_pruning import MAX_SOURCE_ROWS_CONF
 
 pytestmark = pytest.mark.spark
 

@@ -12,7 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import LanceTable
-from lance_spark._merge_pruning import (
+from lance_spark.errors import InvalidOptionError
+from lance_spark.table.merge_pruning import (
     MAX_SOURCE_ROWS_CONF,
     EquiKey,
     KeyPruner,
@@ -20,7 +21,6 @@ from lance_spark._merge_pruning import (
     generates_rows,
     max_source_rows,
 )
-from lance_spark.errors import InvalidOptionError
 
 pytestmark = pytest.mark.spark
 

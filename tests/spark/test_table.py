@@ -18,7 +18,7 @@ from lance_spark import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lance_spark._dataset import version_timestamps
+from lance_spark.source.dataset import version_timestamps
 
 pytestmark = pytest.mark.spark
 

@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lance_spark import LanceTable
-from lance_spark._commit import PROP_APP_ID
+from lance_spark.source.commit import PROP_APP_ID
 
 pytestmark = pytest.mark.spark
 

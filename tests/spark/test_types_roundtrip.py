@@ -1,6 +1,6 @@
 """Every type of the type map, both ways: pylance -> Spark, Spark -> pylance, and back.
 
-Expected Spark and Arrow schemas are written out here, never computed with lance_spark._types.
+Expected Spark and Arrow schemas are written out here, never computed with lance_spark.source.types.
 Values are compared after turning both sides into plain Python values:
 
 * Arrow (``to_pylist()``): uint64 -> Decimal, extension uuid -> its 16 bytes, maps -> dicts,

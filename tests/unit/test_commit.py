@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from lance_spark._options import parse_write_options
-from lance_spark._writer import LanceCommitMessage, WriteMode, plan_write
 from lance_spark.errors import CommitConflictError
+from lance_spark.source.options import parse_write_options
+from lance_spark.source.writer import LanceCommitMessage, WriteMode, plan_write
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("label", StringType())])
 

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 from lance.fragment import write_fragments
 
-from lance_spark import _commit, _conflicts
 from lance_spark.errors import CommitConflictError
+from lance_spark.source import commit as _commit
+from lance_spark.table import conflicts
 
 NO_STORAGE: dict[str, str] = {}
 
@@ -28,14 +29,14 @@ def _append(uri: str, keys: list[int]) -> None:
     lance.write_dataset(rows, uri, mode="append")
 
 
-def _keys(*values: int) -> _conflicts.ReadSet:
-    return _conflicts.ReadSet(_conflicts.KeyReadSet("k", pa.array(values, pa.int64())), True)
+def _keys(*values: int) -> conflicts.ReadSet:
+    return conflicts.ReadSet(conflicts.KeyReadSet("k", pa.array(values, pa.int64())), True)
 
 
 def _overlap(
-    uri: str, read_version: int, read_set: _conflicts.ReadSet, touched: set[int] | None = None
-) -> _conflicts.Overlap | None:
-    return _conflicts.find_overlap(
+    uri: str, read_version: int, read_set: conflicts.ReadSet, touched: set[int] | None = None
+) -> conflicts.Overlap | None:
+    return conflicts.find_overlap(
         uri,
         storage=NO_STORAGE,
         read_version=read_version,
@@ -62,7 +63,7 @@ def test_any_added_row_overlaps_a_condition_read_set(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     read = lance.dataset(uri).version
     _append(uri, [100])
-    found = _overlap(uri, read, _conflicts.ReadSet())
+    found = _overlap(uri, read, conflicts.ReadSet())
     assert found is not None and "1 row(s)" in found.what
 
 
@@ -71,8 +72,8 @@ def test_a_change_of_a_touched_fragment_overlaps(tmp_path: Path) -> None:
     ds = lance.dataset(uri)
     read = ds.version
     ds.delete("k = 25")  # fragment 2
-    assert _overlap(uri, read, _conflicts.ReadSet(), touched={0, 1}) is None
-    found = _overlap(uri, read, _conflicts.ReadSet(), touched={1, 2})
+    assert _overlap(uri, read, conflicts.ReadSet(), touched={0, 1}) is None
+    found = _overlap(uri, read, conflicts.ReadSet(), touched={1, 2})
     assert found is not None and "fragment(s) 2" in found.what
 
 
@@ -86,7 +87,7 @@ def test_a_deleted_matched_row_overlaps_a_merge_only(tmp_path: Path) -> None:
     assert _overlap(uri, read, _keys(3)) is None  # fragment 2 never held key 3
     found = _overlap(uri, read, _keys(21))
     assert found is not None and "deleted rows among fragment(s) 2" in found.what
-    assert _overlap(uri, read, _conflicts.ReadSet(untouched_rows=False)) is None
+    assert _overlap(uri, read, conflicts.ReadSet(untouched_rows=False)) is None
 
 
 def test_compaction_only_moves_rows(tmp_path: Path) -> None:
@@ -96,7 +97,7 @@ def test_compaction_only_moves_rows(tmp_path: Path) -> None:
     ds = lance.dataset(uri)
     assert type(ds.read_transaction(ds.version).operation).__name__ == "Rewrite"
     assert _overlap(uri, read, _keys(3)) is None
-    assert _overlap(uri, read, _conflicts.ReadSet(), touched={0}) is not None
+    assert _overlap(uri, read, conflicts.ReadSet(), touched={0}) is not None
 
 
 def test_a_schema_change_overlaps(tmp_path: Path) -> None:
@@ -109,21 +110,21 @@ def test_a_schema_change_overlaps(tmp_path: Path) -> None:
 
 def test_keys_that_cannot_be_compared_exactly_count_as_overlap() -> None:
     floats = pa.array([0.0, 1.5])
-    assert _conflicts._key_hits(pa.array([-0.0]), floats) is None
-    hits = _conflicts._key_hits(pa.array(["a", "b", None], pa.large_string()), pa.array(["b"]))
+    assert conflicts._key_hits(pa.array([-0.0]), floats) is None
+    hits = conflicts._key_hits(pa.array(["a", "b", None], pa.large_string()), pa.array(["b"]))
     assert hits is not None and hits.to_pylist() == ["b"]
     struct = pa.array([{"x": 1}])
-    assert _conflicts._key_hits(pa.array([1, 2]), struct) is None
+    assert conflicts._key_hits(pa.array([1, 2]), struct) is None
 
 
 def test_sentinel_is_the_lowest_fragment_unless_touched(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     ds = lance.dataset(uri)
-    found = _conflicts.sentinel(ds, set())
+    found = conflicts.sentinel(ds, set())
     assert found is not None and found.id == 0
-    assert _conflicts.sentinel(ds, {0}) is None
+    assert conflicts.sentinel(ds, {0}) is None
     ds.delete("true")
-    assert _conflicts.sentinel(lance.dataset(uri), set()) is None
+    assert conflicts.sentinel(lance.dataset(uri), set()) is None
 
 
 def test_next_fragment_id_skips_ids_an_index_still_covers(tmp_path: Path) -> None:
@@ -131,14 +132,14 @@ def test_next_fragment_id_skips_ids_an_index_still_covers(tmp_path: Path) -> Non
     ds = lance.dataset(uri)
     ds.create_scalar_index("k", "BTREE")
     lance.dataset(uri).delete("true")
-    assert _conflicts.next_fragment_id(lance.dataset(uri)) == 3
+    assert conflicts.next_fragment_id(lance.dataset(uri)) == 3
 
 
 def _insert_only(uri: str, keys: list[int]) -> lance.LanceOperation.BaseOperation:
     """A row-level commit that only inserts, built as _dml builds it on the read version."""
     from collections import Counter
 
-    from lance_spark import _dml
+    from lance_spark.table import changes as _dml
 
     ds = lance.dataset(uri)
     rows = pa.table({"k": pa.array(keys, pa.int64()), "v": ["m"] * len(keys)})

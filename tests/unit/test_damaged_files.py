@@ -1,5 +1,5 @@
 """pylance's errors for damaged files become CorruptTableError naming the table and the file
-(no JVM: lance_spark._dataset directly). One case per kind of damage checked against
+(no JVM: lance_spark.source.dataset directly). One case per kind of damage checked against
 pylance 14.0.2; other errors keep their own type."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import lance
 import pyarrow as pa
 import pytest
 
-from lance_spark import _dataset
-from lance_spark._options import TimeTravel
 from lance_spark.errors import CorruptTableError, TableNotFoundError, VersionNotFoundError
+from lance_spark.source import dataset as _dataset
+from lance_spark.source.options import TimeTravel
 
 
 def _make(tmp_path: Path) -> str:

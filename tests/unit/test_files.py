@@ -1,4 +1,4 @@
-"""The staging-marker protocol of lance_spark._files, with pylance and no JVM."""
+"""The staging-marker protocol of lance_spark.source.staging, with pylance and no JVM."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from lance.fragment import write_fragments
 
-from lance_spark import _files
+from lance_spark.source import staging as _files
 
 TABLE = pa.table({"id": pa.array(range(10), pa.int64())})
 

@@ -43,14 +43,14 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from lance_spark._filters import (
+from lance_spark.errors import SchemaMismatchError
+from lance_spark.source.filters import (
     UnquotableColumnError,
     in_list_predicate,
     quote_column,
     translate_filters,
 )
-from lance_spark._types import arrow_read_schema, conform_read_batch
-from lance_spark.errors import SchemaMismatchError
+from lance_spark.source.types import arrow_read_schema, conform_read_batch
 
 SPARK_UTC = ZoneInfo("UTC")  # what pyspark puts on TimestampType literals
 EPOCH = datetime(1970, 1, 1)
@@ -881,7 +881,7 @@ def test_a_filter_on_any_name_is_rejected_or_selects_exactly_the_right_rows(name
     check accepts is one Lance can store, read back and filter on."""
     import tempfile
 
-    from lance_spark._types import check_column_names
+    from lance_spark.source.types import check_column_names
 
     values = pa.array([1, 2, None, 2], pa.int64())
     other = "other" if name.lower() != "other" else "other2"

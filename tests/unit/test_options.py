@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lance_spark._options import (
+from lance_spark.errors import InvalidOptionError
+from lance_spark.source.options import (
     READ_KEYS,
     WRITE_KEYS,
     check_plain_names,
@@ -18,7 +19,6 @@ from lance_spark._options import (
     parse_timestamp,
     parse_write_options,
 )
-from lance_spark.errors import InvalidOptionError
 
 
 def test_defaults_read_latest_whole_table() -> None:

@@ -8,7 +8,7 @@ import pickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lance_spark._planning import FragmentInfo, plan_partitions
+from lance_spark.source.planning import FragmentInfo, plan_partitions
 
 
 def _covered(parts: list, frags: list[FragmentInfo]) -> dict[int, list[tuple[int, int]]]:

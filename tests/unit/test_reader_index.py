@@ -8,7 +8,7 @@ import lance
 import pyarrow as pa
 import pytest
 
-from lance_spark._reader import _may_use_index
+from lance_spark.source.reader import _may_use_index
 
 
 @pytest.fixture

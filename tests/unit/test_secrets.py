@@ -1,6 +1,6 @@
 """Secrets and the Spark conf: which storage keys ``register`` refuses in ``spark.lance.storage.*``,
 what its error says, and how ``register(storage_options=...)`` is validated (no JVM: the session
-is a stand-in with the two conf views ``_storage_conf`` reads)."""
+is a stand-in with the two conf views ``storage_conf`` reads)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from lance_spark._options import secret_storage_keys
-from lance_spark._session import STORAGE_REDACTION_PATTERN, _checked, _storage_conf
 from lance_spark.errors import InvalidOptionError, SecretInConfError
+from lance_spark.source.options import secret_storage_keys
+from lance_spark.source.session import STORAGE_REDACTION_PATTERN, checked_storage, storage_conf
 
 VALUE = "lsp-unit-SECRET-value"
 
@@ -118,7 +118,7 @@ class _Context:
 
 
 class FakeSession:
-    """What ``_storage_conf`` reads of a SparkSession: the SparkConf and the session conf."""
+    """What ``storage_conf`` reads of a SparkSession: the SparkConf and the session conf."""
 
     def __init__(self, spark_conf: dict[str, str], session_conf: dict[str, str]) -> None:
         self.sparkContext = _Context(spark_conf)
@@ -126,7 +126,7 @@ class FakeSession:
 
 
 def _storage_conf_of(spark_conf: dict[str, str], session_conf: dict[str, str]) -> Any:
-    return _storage_conf(FakeSession(spark_conf, session_conf))  # type: ignore[arg-type]
+    return storage_conf(FakeSession(spark_conf, session_conf))  # type: ignore[arg-type]
 
 
 def test_conf_keys_that_are_not_secrets_are_taken() -> None:
@@ -173,20 +173,20 @@ def test_every_secret_conf_key_is_named() -> None:
 
 
 def test_register_storage_options_are_validated_without_showing_values() -> None:
-    assert _checked(None) == {}
-    assert _checked({"aws_secret_access_key": VALUE}) == {"aws_secret_access_key": VALUE}
+    assert checked_storage(None) == {}
+    assert checked_storage({"aws_secret_access_key": VALUE}) == {"aws_secret_access_key": VALUE}
     with pytest.raises(InvalidOptionError, match="'aws_region'") as caught:
-        _checked({"storage.aws_region": "eu-west-1"})
+        checked_storage({"storage.aws_region": "eu-west-1"})
     assert "prefix" in str(caught.value)
     with pytest.raises(InvalidOptionError, match="'aws_secret_access_key'") as caught:
-        _checked({"spark.lance.storage.aws_secret_access_key": VALUE})
+        checked_storage({"spark.lance.storage.aws_secret_access_key": VALUE})
     assert VALUE not in str(caught.value)
     with pytest.raises(InvalidOptionError, match="'allow_http' is a bool"):
-        _checked({"allow_http": True})  # type: ignore[dict-item]
+        checked_storage({"allow_http": True})  # type: ignore[dict-item]
     with pytest.raises(InvalidOptionError, match="not a non-empty string"):
-        _checked({"": VALUE})
+        checked_storage({"": VALUE})
     with pytest.raises(InvalidOptionError, match="mapping"):
-        _checked([("aws_region", "x")])  # type: ignore[arg-type]
+        checked_storage([("aws_region", "x")])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lance_spark._sql import parse as parse_create
-from lance_spark._sql_commands import parse_command
-from lance_spark._sql_targets import path_of
+from lance_spark.sql.commands import parse_command
+from lance_spark.sql.front import parse as parse_create
+from lance_spark.sql.targets import path_of
 
 
 def _args(text: str) -> tuple[str, str, dict[str, object]]:

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lance_spark._merge import Clause, ClauseKind
-from lance_spark._sql_dml import (
+from lance_spark.errors import InvalidOptionError, SqlSyntaxError
+from lance_spark.sql.dml import (
     MergeStatement,
     find_statement,
     parse_delete,
     parse_merge,
     parse_update,
 )
-from lance_spark.errors import InvalidOptionError, SqlSyntaxError
+from lance_spark.table.merge import Clause, ClauseKind
 
 K = ClauseKind
 

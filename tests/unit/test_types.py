@@ -1,4 +1,4 @@
-"""Unit tests of lance_spark._types: the Lance (Arrow) <-> Spark type mapping. No JVM."""
+"""Unit tests of lance_spark.source.types: the Lance (Arrow) <-> Spark type mapping. No JVM."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ from pyspark.sql.types import (
     TimeType,
 )
 
-from lance_spark._types import (
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+from lance_spark.source.types import (
     arrow_read_schema,
     arrow_schema_for_new_table,
     check_column_names,
@@ -49,7 +50,6 @@ from lance_spark._types import (
     reconcile_write_schema,
     spark_schema_from_arrow,
 )
-from lance_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 
 DTI = DayTimeIntervalType(DayTimeIntervalType.DAY, DayTimeIntervalType.SECOND)
 UTC = dt.UTC

@@ -33,7 +33,7 @@ class CommitInfo:
     app_id: str | None = None
 
     def properties(self) -> dict[str, str]:
-        from lance_spark import __version__
+        from lance_spark._version import __version__
 
         props = {
             PROP_OPERATION: self.operation,

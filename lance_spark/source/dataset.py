@@ -17,9 +17,9 @@ from typing import Any
 
 import lance
 
-from lance_spark import _files
-from lance_spark._options import TimeTravel
 from lance_spark.errors import CorruptTableError, TableNotFoundError, VersionNotFoundError
+from lance_spark.source import staging
+from lance_spark.source.options import TimeTravel
 
 
 def table_exists(uri: str, *, storage: Mapping[str, str]) -> bool:
@@ -206,7 +206,7 @@ def _manifests(uri: str, storage: Mapping[str, str]) -> dict[int, str]:
     """version -> manifest file, from a listing of ``_versions/`` (either naming scheme)."""
     directory = f"{uri.rstrip('/')}/{_VERSIONS_DIR}"
     try:
-        fs, root = _files._fs(directory, storage)
+        fs, root = staging._fs(directory, storage)
         names = [str(p).rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
     except OSError:
         return {}
@@ -322,10 +322,10 @@ def _damaged_data_file(
         meta = fragment.metadata
         for data in meta.files:
             size = getattr(data, "file_size_bytes", None)
-            candidates.append((fragment_id, _files.data_file_uri(uri, data.path), size))
+            candidates.append((fragment_id, staging.data_file_uri(uri, data.path), size))
         if meta.deletion_file is not None:
             relative = meta.deletion_file.path(fragment_id)
-            candidates.append((fragment_id, _files.table_file_uri(uri, relative), None))
+            candidates.append((fragment_id, staging.table_file_uri(uri, relative), None))
     missing = _MISSING_FILE.search(reason)
     if missing:
         name = missing.group(1).rsplit("/", 1)[-1]
@@ -345,7 +345,7 @@ _LANCE_MAGIC = b"LANC"  # the last bytes of every Lance data file
 def _tail(file: str, storage: Mapping[str, str]) -> tuple[int, bytes] | None:
     """(size, last four bytes) of ``file``; None when it cannot be read."""
     try:
-        fs, path = _files._fs(file, storage)
+        fs, path = staging._fs(file, storage)
         size = int(fs.size(path))
         end = fs.cat_file(path, start=max(0, size - 4), end=size) if size else b""
         return size, bytes(end)

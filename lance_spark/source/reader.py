@@ -17,16 +17,17 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition, Not
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
-from lance_spark import _dataset, _types
-from lance_spark._filters import translate_filters
-from lance_spark._options import (
+from lance_spark.errors import ColumnNotFoundError, UnsupportedTypeError
+from lance_spark.source import dataset as _dataset
+from lance_spark.source import types as _types
+from lance_spark.source.filters import translate_filters
+from lance_spark.source.options import (
     METADATA_COLUMN_NAMES,
     ROW_VERSION_COLUMNS,
     ReadOptions,
     check_plain_names,
 )
-from lance_spark._planning import FragmentInfo, FragmentSlice, LancePartition, plan_partitions
-from lance_spark.errors import ColumnNotFoundError, UnsupportedTypeError
+from lance_spark.source.planning import FragmentInfo, FragmentSlice, LancePartition, plan_partitions
 
 URI_METADATA_KEY = "lance.uri"
 

@@ -11,7 +11,7 @@ writes one new data file per fragment aligned to its physical rows, and returns 
 new metadata and the widened schema (with Lance's field ids). The driver commits ONE
 ``Merge`` with every fragment of the pinned version on that version; nothing of the table is
 collected to the driver. When the job or the commit fails, no version is created and the files
-the tasks wrote are deleted (staging markers, see :mod:`lance_spark._files`).
+the tasks wrote are deleted (staging markers, see :mod:`lance_spark.source.staging`).
 """
 
 from __future__ import annotations
@@ -38,14 +38,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lance_spark import _commit, _dataset, _files, _session, _types, errors
-from lance_spark._options import COLUMNS, METADATA_COLUMN_NAMES, encode_names
+from lance_spark import _spark, errors
 from lance_spark.errors import (
     ColumnNotFoundError,
     InvalidOptionError,
     LanceSparkError,
     SchemaMismatchError,
 )
+from lance_spark.source import commit as _commit
+from lance_spark.source import dataset as _dataset
+from lance_spark.source import session
+from lance_spark.source import staging as _files
+from lance_spark.source import types as _types
+from lance_spark.source.options import COLUMNS, METADATA_COLUMN_NAMES, encode_names
 
 _OFFSET_MASK = 0xFFFFFFFF
 # Columns the job's rows carry besides the new ones (all start with "__lance_spark").
@@ -127,7 +132,7 @@ def add_expression_columns(
     plan = _Plan(
         rows=_sorted(values, keyed=False),
         target=_target_schema(
-            values.select(*(F.col(_session.quote_identifier(n)) for n in names)).schema
+            values.select(*(F.col(_spark.quote_identifier(n)) for n in names)).schema
         ),
         keyed=False,
         parameters={"columns": ", ".join(names), "expressions": json.dumps(texts)},
@@ -171,27 +176,25 @@ def add_joined_columns(
     version = int(ds.version)
     rows = _read(spark, uri, storage, version, _prunable([table_key]))
     right = source.select(
-        F.col(_session.quote_identifier(source_key)).alias(_KEY),
-        *(F.col(_session.quote_identifier(n)).alias(n) for n in names),
+        F.col(_spark.quote_identifier(source_key)).alias(_KEY),
+        *(F.col(_spark.quote_identifier(n)).alias(n) for n in names),
     ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
     duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
     # Full outer: the DataFrame's keys that match no row are dropped below unless they are
     # duplicates, which the tasks report (so every duplicate is an error, like a matched one).
-    joined = rows.join(
-        right, rows[_session.quote_identifier(table_key)] == right[_KEY], "full_outer"
-    )
+    joined = rows.join(right, rows[_spark.quote_identifier(table_key)] == right[_KEY], "full_outer")
     joined = joined.where(rows["_rowaddr"].isNotNull() | duplicate)
     values = joined.select(
         *_address(rows),
         right[_KEY].isNotNull().alias(_MATCHED),
         duplicate.alias(_DUPLICATE),
         F.when(duplicate, right[_KEY].cast("string")).alias(_KEY_TEXT),
-        *(right[_session.quote_identifier(n)].alias(n) for n in names),
+        *(right[_spark.quote_identifier(n)].alias(n) for n in names),
     )
     plan = _Plan(
         rows=_sorted(values, keyed=True),
         target=_target_schema(
-            source.select(*(F.col(_session.quote_identifier(n)) for n in names)).schema
+            source.select(*(F.col(_spark.quote_identifier(n)) for n in names)).schema
         ),
         keyed=True,
         parameters={"columns": ", ".join(names), "on": table_key},
@@ -239,7 +242,7 @@ def _read(
 ) -> DataFrame:
     """The table at ``version`` with ``_rowaddr`` (only ``columns`` of it, if given)."""
     reader = (
-        _session.lance_reader(spark, storage)
+        session.lance_reader(spark, storage)
         .option("version", version)
         .option("metadata_columns", "_rowaddr")
     )

@@ -39,9 +39,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from lance_spark import _dataset, _session
-from lance_spark._options import TimeTravel
+from lance_spark import _spark
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, VersionNotFoundError
+from lance_spark.source import dataset, session
+from lance_spark.source.options import TimeTravel
 
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
@@ -94,7 +95,7 @@ def diff(
     ``start_version`` 0 means "before the first version" (every row of version 1 is an
     insert). With ``key``, the net change between the two versions, matched on the key.
     """
-    latest = _dataset.open_latest(uri, storage=storage)
+    latest = dataset.open_latest(uri, storage=storage)
     start, end = _versions(latest, uri=uri, start=start_version, end=end_version)
     read = _Reader(spark, uri, storage)
     target = _spark_columns(read(end, (), None))
@@ -127,12 +128,12 @@ def _versions(
 ) -> tuple[int, int]:
     start = _version_number(start, "startVersion")
     if start != 0:  # 0: before the first version
-        _dataset.resolve_version(latest, TimeTravel(version=start), uri=uri)
+        dataset.resolve_version(latest, TimeTravel(version=start), uri=uri)
     if end is None:
         resolved_end = int(latest.version)
     else:
         travel = TimeTravel(version=_version_number(end, "endVersion"))
-        resolved_end = _dataset.resolve_version(latest, travel, uri=uri)
+        resolved_end = dataset.resolve_version(latest, travel, uri=uri)
     if start >= resolved_end:
         raise InvalidOptionError(
             f"diff startVersion={start} must be smaller than endVersion={resolved_end} "
@@ -168,9 +169,9 @@ def _per_commit(
             "diff a later range, or pass key= to compare just the two versions"
         )
     commits: list[_Commit] = []
-    before = None if start == 0 else _dataset.open_version(uri, start, storage=storage)
+    before = None if start == 0 else dataset.open_version(uri, start, storage=storage)
     for version in range(start + 1, end + 1):
-        after = _dataset.open_version(uri, version, storage=storage)
+        after = dataset.open_version(uri, version, storage=storage)
         old = {} if before is None else _fragments(before)
         new = _fragments(after)
         removed = {i for i, meta in old.items() if new.get(i) != meta}
@@ -274,7 +275,7 @@ def _unique(rows: DataFrame, keys: list[str], version: int, uri: str) -> DataFra
         f"at {uri}: a key must identify one row"
     )
     count = F.count(F.lit(1)).over(
-        Window.partitionBy(*[F.col(_session.quote_identifier(k)) for k in keys])
+        Window.partitionBy(*[F.col(_spark.quote_identifier(k)) for k in keys])
     )
     check = F.when(count > 1, F.raise_error(F.lit(message)))
     return rows.withColumn(f"{_P}_check", check)
@@ -300,12 +301,11 @@ def _changes(
 
     def project(side: _Side, tag: str, marker: str, extra: list[Column]) -> DataFrame:
         cols = [
-            F.col(_session.quote_identifier(k)).alias(f"{_P}_{tag}_id{i}")
-            for i, k in enumerate(ids)
+            F.col(_spark.quote_identifier(k)).alias(f"{_P}_{tag}_id{i}") for i, k in enumerate(ids)
         ]
         for i, name in enumerate(names):
             value = (
-                F.col(_session.quote_identifier(name)).cast(target[name])
+                F.col(_spark.quote_identifier(name)).cast(target[name])
                 if name in side.columns
                 else F.lit(None).cast(target[name])
             )
@@ -404,7 +404,7 @@ def _has_map(data_type: DataType) -> bool:
 
 def _empty(rows: DataFrame, target: Mapping[str, DataType]) -> DataFrame:
     return rows.where(F.lit(False)).select(
-        *[F.col(_session.quote_identifier(n)) for n in target],
+        *[F.col(_spark.quote_identifier(n)) for n in target],
         F.lit(None).cast(StringType()).alias(CHANGE_TYPE),
         F.lit(None).cast(LongType()).alias(COMMIT_VERSION),
     )
@@ -425,7 +425,7 @@ class _Reader:
         self, version: int, metadata: Sequence[str], lance_filter: str | None
     ) -> DataFrame:
         """``version``'s rows, with ``metadata`` columns, filtered by ``lance_filter``."""
-        reader = _session.lance_reader(self.spark, self.storage).option("version", version)
+        reader = session.lance_reader(self.spark, self.storage).option("version", version)
         if metadata:
             reader = reader.option("metadata_columns", ",".join(metadata))
         if lance_filter is not None:

@@ -11,7 +11,7 @@ ONE transaction. Untouched fragments are not rewritten and nothing of the table 
 to the driver.
 
 Concurrency: the statements are serializable with each other. Before committing, the driver
-checks the versions committed since the pinned one (:mod:`lance_spark._conflicts`): when one
+checks the versions committed since the pinned one (:mod:`lance_spark.table.conflicts`): when one
 changed a fragment the statement changes, or added rows the statement's read set may hold
 (a MERGE's equi-join keys, compared with the source's keys; any added row for UPDATE and
 DELETE conditions), the statement is redone from the start on the newer version. Otherwise it
@@ -45,8 +45,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
-from lance_spark import _commit, _conflicts, _dataset, _files, _reader, _session, _types
-from lance_spark._options import COLUMNS, encode_names
+from lance_spark import _spark
 from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
@@ -54,6 +53,12 @@ from lance_spark.errors import (
     ConcurrentModificationError,
     InvalidOptionError,
 )
+from lance_spark.source import commit as _commit
+from lance_spark.source import dataset, session, staging
+from lance_spark.source import reader as _reader
+from lance_spark.source import types as _types
+from lance_spark.source.options import COLUMNS, encode_names
+from lance_spark.table import conflicts as _conflicts
 
 # Each attempt is a whole Spark job; a handful of writers racing on the same rows settle in a
 # few rounds (one wins each round). Between attempts: a random pause of up to
@@ -206,7 +211,7 @@ def update_where(
             .cast(types[name])
             .alias(name)
             if name in named
-            else F.col(_session.quote_identifier(name))
+            else F.col(_spark.quote_identifier(name))
             for name in names
         ]
         return ChangePlan(
@@ -265,9 +270,9 @@ def run(
             return replace(_counts(outcome, version), added_columns=_evolves(change, target))
         finally:
             if done:
-                _files.finish_job(uri, job_id, read_version=target.version, storage=storage)
+                staging.finish_job(uri, job_id, read_version=target.version, storage=storage)
             else:
-                _files.abort_job(uri, job_id, [], read_version=target.version, storage=storage)
+                staging.abort_job(uri, job_id, [], read_version=target.version, storage=storage)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -276,7 +281,7 @@ def run(
 
 def pin(spark: SparkSession, uri: str, storage: Mapping[str, str]) -> Pinned:
     """The latest version of the table, read with its row addresses and row ids."""
-    ds = _dataset.open_latest(uri, storage=storage)
+    ds = dataset.open_latest(uri, storage=storage)
     version = int(ds.version)
     rows = _read_pinned(spark, uri, version, ds.schema, ds.schema.names, storage)
     return Pinned(uri, version, ds.schema, rows, bool(ds.has_stable_row_ids))
@@ -320,7 +325,7 @@ def _read_pinned(
     names = tuple(columns)
     projection = _reader.Projection(names, names, _PINNED_METADATA)
     reader = (
-        _session.lance_reader(spark, storage)
+        session.lance_reader(spark, storage)
         # The schema is known here: given, Spark does not start a Python worker to ask the
         # data source for it (~25 ms per read over loopback TCP).
         .schema(_reader.spark_schema(table_schema, projection, uri=uri))
@@ -394,7 +399,7 @@ def as_column(value: str | Column) -> Column:
 def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job: str) -> _Outcome:
     rows = change.rows
     hashable = [
-        F.col(_session.quote_identifier(f.name))
+        F.col(_spark.quote_identifier(f.name))
         for f in rows.schema.fields
         if f.name not in _ADDRESS and not isinstance(f.dataType, MapType)  # maps cannot hash
     ]
@@ -406,7 +411,7 @@ def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job
         F.lit(-1) - F.pmod(F.hash(*hashable) if hashable else F.lit(0), F.lit(buckets)),
     )
     evolved = _evolves(change, target)
-    _files.begin_job(target.uri, job, storage=storage)
+    staging.begin_job(target.uri, job, storage=storage)
     task = _change_task(
         target.uri,
         target.version,
@@ -507,7 +512,7 @@ def _check_concurrent(
 ) -> lance.LanceDataset:
     """The latest version, after checking that nothing committed since ``read_version``
     overlaps the change (else :class:`ConcurrentModificationError`, retryable)."""
-    latest = _dataset.open_latest(target.uri, storage=storage)
+    latest = dataset.open_latest(target.uri, storage=storage)
     if int(latest.version) == read_version:
         return latest
     touched = {f.id for f in outcome.updated} | set(outcome.removed)
@@ -534,7 +539,7 @@ def _row_level_op(
     outcome: _Outcome, latest: lance.LanceDataset, predicate: str
 ) -> lance.LanceOperation.BaseOperation:
     """The change as one Lance operation on ``latest``, visible to Lance's conflict check
-    against every other row-level commit (see :mod:`lance_spark._conflicts`)."""
+    against every other row-level commit (see :mod:`lance_spark.table.conflicts`)."""
     touched = {f.id for f in outcome.updated} | set(outcome.removed)
     sentinel = _conflicts.sentinel(latest, touched)
     if sentinel is None and not touched:
@@ -554,7 +559,7 @@ def _row_level_op(
 
 def _add_null_columns(target: Pinned, schema: pa.Schema, storage: Mapping[str, str]) -> int:
     """Add ``schema``'s columns the table lacks as all-null columns; returns the version."""
-    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    ds = dataset.open_version(target.uri, target.version, storage=storage)
     ds.add_columns(pa.schema([f for f in schema if f.name not in target.schema.names]))
     return int(ds.version)
 
@@ -566,7 +571,7 @@ def _merge_op(
     schema, so commit ONE ``Merge`` listing every fragment (touched ones with their new
     deletion files) under the widened schema. ``Merge`` assigns new row ids to the written
     fragments: it rejects carried-over ones."""
-    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    ds = dataset.open_version(target.uri, target.version, storage=storage)
     replaced = {f.id: f for f in outcome.updated}
     gone = set(outcome.removed)
     existing = ds.get_fragments()
@@ -583,7 +588,7 @@ def _cardinality_error(
     target: Pinned, violation: tuple[int, int], storage: Mapping[str, str]
 ) -> CardinalityViolationError:
     fragment_id, offset = violation
-    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    ds = dataset.open_version(target.uri, target.version, storage=storage)
     row = _fragment(ds, fragment_id, target.uri, target.version).take([offset]).to_pylist()
     shown = json.dumps(row[0], default=str)[:300] if row else "?"
     return CardinalityViolationError(
@@ -645,7 +650,7 @@ def _change_task(
 
         out: dict[str, list[Any]] = {name: [] for name in _RESULT_ARROW.names}
         new: list[FragmentMetadata] = []
-        files = _files.TaskFiles(uri, job_id, storage=storage)
+        files = staging.TaskFiles(uri, job_id, storage=storage)
         if write_schema is None:
             for batch in batches:
                 note(batch)
@@ -668,7 +673,7 @@ def _change_task(
             for fragment_id, offset in violations[:1]:
                 _append(out, "violation", fragment_id, None, offset)
         elif deletes or updates:
-            ds = _dataset.open_version(uri, version, storage=storage)
+            ds = dataset.open_version(uri, version, storage=storage)
             for fragment_id in sorted(set(deletes) | set(updates)):
                 offsets = sorted(deletes[fragment_id].union(updates[fragment_id]))
                 # delete_rows writes the deletion file and returns the fragment's new

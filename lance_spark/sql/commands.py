@@ -26,9 +26,9 @@ from sqlglot import expressions as exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokenizer_core import Token, TokenType
 
-from lance_spark import _types
-from lance_spark._sql_targets import lance_table, parse_sql, path_of, refresh_catalog_entry
 from lance_spark.errors import SchemaMismatchError, SqlSyntaxError
+from lance_spark.source import types as _types
+from lance_spark.sql.targets import lance_table, parse_sql, path_of, refresh_catalog_entry
 from lance_spark.table import LanceTable
 
 Run = Callable[..., DataFrame]

@@ -1,6 +1,6 @@
 """Serializable row-level changes: what the versions committed since a statement's read did.
 
-A MERGE, UPDATE or DELETE (:func:`lance_spark._dml.run`) reads the table at a pinned version
+A MERGE, UPDATE or DELETE (:func:`lance_spark.table.changes.run`) reads the table at a pinned version
 and commits one Lance transaction. Before it commits, :func:`find_overlap` compares, version
 by version, the manifests committed since that read (the fragment lists, nothing else):
 
@@ -8,14 +8,14 @@ by version, the manifests committed since that read (the fragment lists, nothing
   meanwhile: the statement's deletions would be computed on stale rows;
 - rows were added (new fragments, or fragments whose data files changed) that the statement's
   read set may contain: for a MERGE whose ON condition holds ``target.k = source.k`` and whose
-  source keys were collected (:mod:`lance_spark._merge_pruning`), the added rows' ``k`` is read
+  source keys were collected (:mod:`lance_spark.table.merge_pruning`), the added rows' ``k`` is read
   (that column of those fragments only) and compared with the source's keys; for every other
   statement (UPDATE / DELETE conditions, MERGE without such keys, ``WHEN NOT MATCHED BY
   SOURCE``) any added row counts, which is conservative. Compaction (Lance ``Rewrite``) only
   moves rows: it overlaps only through the fragments it replaces;
 - the schema changed, or a version can no longer be read.
 
-Any overlap makes :func:`lance_spark._dml.run` redo the statement on the newer version. When
+Any overlap makes :func:`lance_spark.table.changes.run` redo the statement on the newer version. When
 there is none, the statement commits with the latest version it checked as its read version,
 and the remaining window (between that check and the commit) is closed by Lance's own conflict
 detection: every row-level commit lists a *sentinel*, the lowest-numbered fragment of its read
@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lance.fragment import FragmentMetadata
 
-from lance_spark import _dataset
+from lance_spark.source import dataset
 
 # Lance operations that move rows without changing what they hold.
 _MOVES_ROWS = frozenset({"Rewrite"})
@@ -87,7 +87,7 @@ def find_overlap(
     ``read_set.untouched_rows``, deleted) rows the statement may read, or changed the schema;
     None when there is none."""
     try:
-        before = _dataset.open_version(uri, read_version, storage=storage)
+        before = dataset.open_version(uri, read_version, storage=storage)
     except (OSError, ValueError) as err:
         return Overlap(read_version, "?", f"version {read_version} can no longer be read: {err}")
     previous = _fragments(before)
@@ -199,7 +199,7 @@ def _key_hits(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> pa.Array | 
 
 
 def _open(uri: str, version: int, storage: Mapping[str, str]) -> lance.LanceDataset:
-    return _dataset.open_version(uri, version, storage=storage)
+    return dataset.open_version(uri, version, storage=storage)
 
 
 def _fragments(ds: lance.LanceDataset) -> dict[int, dict[str, Any]]:

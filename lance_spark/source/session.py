@@ -1,4 +1,5 @@
-"""``register(spark)``: everything a session needs to use the ``lance`` format."""
+"""The session's Lance defaults: storage options from the conf and ``register``, and the
+readers that use them (``lance_reader``, private formats for other storage)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import Any
 
 from pyspark.sql import DataFrameReader, SparkSession
 
-from lance_spark import _sql, _threads
-from lance_spark._options import STORAGE_PREFIX, secret_storage_keys
-from lance_spark._source import FORMAT_NAME, LanceDataSource, SessionDefaults
+from lance_spark import _spark
 from lance_spark.errors import InvalidOptionError, SecretInConfError
+from lance_spark.source.datasource import FORMAT_NAME, LanceDataSource, SessionDefaults
+from lance_spark.source.options import STORAGE_PREFIX, secret_storage_keys
 
 STORAGE_CONF_PREFIX = "spark.lance.storage."
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -28,55 +29,22 @@ STORAGE_REDACTION_PATTERN = (
 # Internal reads whose storage differs from the session's go through a data source registered
 # under a private name (the storage travels on its pickled class, never as options).
 _PRIVATE_FORMATS = "_lance_spark_private_formats"
+# The SessionDefaults register() gave a session, kept on the SparkSession object.
+DEFAULTS_ATTR = "_lance_spark_defaults"
 _PRIVATE_LOCK = threading.Lock()
 _PRIVATE_NUMBERS = itertools.count(1)
 
 
-def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None = None) -> None:
-    """Register the ``lance`` format on ``spark`` (idempotent; only this session changes).
-
-    - switches on Spark's filter pushdown for Python data sources, which is off by default;
-    - takes ``storage_options`` (credentials included) as Lance storage options for every read
-      and write of this session, catalog tables, SQL and :class:`LanceTable` included. They
-      stay in Python: never in the Spark conf, job properties, plans or the event log; they
-      reach the Python workers only inside the pickled data source;
-    - also takes ``spark.lance.storage.<key>`` confs, for keys that are not secrets (a
-      secret-looking key there is a :class:`~lance_spark.errors.SecretInConfError`, because
-      Spark copies its conf into job properties and the event log in clear text);
-      ``storage_options`` win over the conf, per-operation ``storage.<key>`` options over both;
-      call ``register`` again after changing them;
-    - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table;
-    - lets reads and writes run from any Python thread (``threading``, thread pools).
-
-    Without credentials anywhere, Lance uses its standard chains (environment variables such
-    as ``AWS_ACCESS_KEY_ID``, profiles, instance roles).
-
-    Example::
-
-        spark.conf.set("spark.lance.storage.aws_region", "eu-west-1")
-        lance_spark.register(spark, storage_options={
-            "aws_access_key_id": key_id, "aws_secret_access_key": secret})
-        spark.read.format("lance").load("s3://bucket/pets.lance").show()
-    """
-    storage = {**_storage_conf(spark), **_checked(storage_options)}
-    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
-    _redact_storage_options(spark)
-    defaults = SessionDefaults(
-        storage=storage,
-        app_id=spark.sparkContext.applicationId,
-        parallelism=max(1, int(spark.sparkContext.defaultParallelism)),
-    )
-    spark.dataSource.register(_source_class(defaults, FORMAT_NAME))
-    with _PRIVATE_LOCK:
-        setattr(spark, _PRIVATE_FORMATS, {})
-    _sql.install(spark, defaults)
-    _threads.install()  # writes from any Python thread (see _threads for the Spark limit)
-
-
 def session_storage(spark: SparkSession) -> Mapping[str, str]:
     """The storage options :func:`register` gave this session (conf and ``storage_options``)."""
-    defaults: SessionDefaults | None = getattr(spark, _sql._DEFAULTS, None)
-    return _storage_conf(spark) if defaults is None else defaults.storage
+    defaults: SessionDefaults | None = getattr(spark, DEFAULTS_ATTR, None)
+    return storage_conf(spark) if defaults is None else defaults.storage
+
+
+def reset_private_formats(spark: SparkSession) -> None:
+    """Forget the private formats of ``spark`` (``register`` makes new defaults)."""
+    with _PRIVATE_LOCK:
+        setattr(spark, _PRIVATE_FORMATS, {})
 
 
 def lance_reader(spark: SparkSession, storage: Mapping[str, str]) -> DataFrameReader:
@@ -85,12 +53,7 @@ def lance_reader(spark: SparkSession, storage: Mapping[str, str]) -> DataFrameRe
     return spark.read.format(_format_for(spark, storage))
 
 
-def quote_identifier(name: str) -> str:
-    """``name`` as a Spark SQL identifier (backticks, inner ones doubled), for ``F.col``."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _source_class(defaults: SessionDefaults, name: str) -> type[LanceDataSource]:
+def source_class(defaults: SessionDefaults, name: str) -> type[LanceDataSource]:
     # A class made here (not importable by name) is pickled by value, so the defaults reach
     # the Python workers that plan and run reads and writes: they cannot read the Spark conf.
     attrs: dict[str, Any] = {"defaults": defaults}
@@ -102,7 +65,7 @@ def _source_class(defaults: SessionDefaults, name: str) -> type[LanceDataSource]
 def _format_for(spark: SparkSession, storage: Mapping[str, str]) -> str:
     """``lance`` when ``storage`` is the session's; else a private format carrying it."""
     # Not registered (the class registered directly, or found by Spark): no session storage.
-    defaults: SessionDefaults = getattr(spark, _sql._DEFAULTS, None) or SessionDefaults()
+    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR, None) or SessionDefaults()
     if dict(storage) == dict(defaults.storage):
         return FORMAT_NAME
     key = tuple(sorted(storage.items()))
@@ -115,20 +78,20 @@ def _format_for(spark: SparkSession, storage: Mapping[str, str]) -> str:
         name = formats.get(key)
         if name is None:
             name = f"{FORMAT_NAME}_storage_{next(_PRIVATE_NUMBERS)}"
-            source = _source_class(replace(defaults, storage=dict(storage)), name)
+            source = source_class(replace(defaults, storage=dict(storage)), name)
             spark.dataSource.register(source)
             formats[key] = name
     return name
 
 
-def _redact_storage_options(spark: SparkSession) -> None:
+def redact_storage_options(spark: SparkSession) -> None:
     current = str(spark.conf.get(REDACTION_CONF) or "")
     if STORAGE_REDACTION_PATTERN not in current:
         joined = f"{current}|{STORAGE_REDACTION_PATTERN}" if current else STORAGE_REDACTION_PATTERN
         spark.conf.set(REDACTION_CONF, joined)
 
 
-def _checked(storage_options: Mapping[str, str] | None) -> dict[str, str]:
+def checked_storage(storage_options: Mapping[str, str] | None) -> dict[str, str]:
     """``storage_options`` of :func:`register`, validated (messages never show values)."""
     if storage_options is None:
         return {}
@@ -158,10 +121,9 @@ def _checked(storage_options: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
-def _storage_conf(spark: SparkSession) -> dict[str, str]:
+def storage_conf(spark: SparkSession) -> dict[str, str]:
     """``spark.lance.storage.<key>`` confs; :class:`SecretInConfError` if one is a secret."""
-    pairs: dict[str, Any] = dict(spark.sparkContext.getConf().getAll())
-    pairs.update(spark.conf.getAll)
+    pairs = _spark.conf_items(spark)
     storage = {
         key[len(STORAGE_CONF_PREFIX) :]: str(value)
         for key, value in pairs.items()

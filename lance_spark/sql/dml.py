@@ -4,9 +4,9 @@ Spark's Python data sources cannot take row-level changes, so Spark rejects thes
 on Lance tables (``UNSUPPORTED_FEATURE.TABLE_OPERATION``). After ``register(spark)`` the SQL
 front parses them with sqlglot (Spark dialect) and, when the target is a Lance table (a
 catalog table created ``USING lance`` or ``lance.`/path```), runs them on the same engine as
-:class:`~lance_spark.LanceTable`: ``MERGE`` builds a :class:`~lance_spark._merge.MergeSpec`
-for :func:`~lance_spark._merge.merge`, ``UPDATE`` and ``DELETE`` call
-:func:`~lance_spark._dml.update_where` / :func:`~lance_spark._dml.delete_where`.
+:class:`~lance_spark.LanceTable`: ``MERGE`` builds a :class:`~lance_spark.table.merge.MergeSpec`
+for :func:`~lance_spark.table.merge.merge`, ``UPDATE`` and ``DELETE`` call
+:func:`~lance_spark.table.changes.update_where` / :func:`~lance_spark.table.changes.delete_where`.
 
 A MERGE's source (with the statement's CTEs) is read by the session's ``spark.sql``, so Lance
 tables by path or ``VERSION AS OF`` work there as in any query. Without aliases, the tables'
@@ -34,16 +34,16 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import Token, TokenType
 from sqlglot import expressions as exp
 
-from lance_spark import _merge
-from lance_spark._merge import Clause, ClauseKind
-from lance_spark._sql_targets import (
+from lance_spark.errors import InvalidOptionError, LanceSparkError, SqlSyntaxError
+from lance_spark.sql.targets import (
     lance_table,
     parse_sql,
     path_of,
     refresh_catalog_entry,
     table_name,
 )
-from lance_spark.errors import InvalidOptionError, LanceSparkError, SqlSyntaxError
+from lance_spark.table import merge as _merge
+from lance_spark.table.merge import Clause, ClauseKind
 
 if TYPE_CHECKING:
     from lance_spark.table import LanceTable

@@ -36,10 +36,10 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lance_spark._dml import attribute_names
-from lance_spark._filters import in_list_predicate
-from lance_spark._session import quote_identifier
+from lance_spark._spark import quote_identifier
 from lance_spark.errors import InvalidOptionError
+from lance_spark.source.filters import in_list_predicate
+from lance_spark.table.changes import attribute_names
 
 MAX_SOURCE_ROWS_CONF = "spark.lance.merge.keyPruning.maxSourceRows"
 # Up to this many source rows the keys are collected and pushed down. At 50,000 keys the IN
@@ -93,7 +93,7 @@ class KeyPruner:
     def keys(self, key: EquiKey) -> pa.Array | None:
         """The source's distinct non-null values of ``key.source_column`` (None: pruning is
         off or the source is too large); also what the MERGE can read, for the conflict
-        check of :mod:`lance_spark._conflicts`."""
+        check of :mod:`lance_spark.table.conflicts`."""
         if not self._enabled:
             return None
         return self._source_keys(key.source_column)

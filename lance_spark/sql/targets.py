@@ -12,8 +12,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import expressions as exp
 
-from lance_spark._reader import uri_from_schema
-from lance_spark._source import FORMAT_NAME, _normalise_uri
+from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
+from lance_spark.source.reader import uri_from_schema
 
 if TYPE_CHECKING:  # table imports the engine, which imports the SQL front
     from lance_spark.table import LanceTable

@@ -1,4 +1,13 @@
-"""Reads and writes from any Python thread: the JVM's active session, set where Spark needs it.
+"""Every touch of Spark internals (Py4J, ``sparkContext``, plans), each with a Spark Connect path.
+
+This is the bottom of the package next to :mod:`lance_spark.errors`: it imports only pyspark.
+On a Spark Connect session there is no JVM on the client (``sparkContext``, ``_jdf``, ``_jc``
+and ``_jsparkSession`` raise ``JVM_ATTRIBUTE_NOT_SUPPORTED``), so each helper here answers
+from what both APIs offer, and says in its docstring which Spark limit it works around.
+
+Writes from Python threads (``active_session``, ``install_thread_sessions``)
+-------------------------------------------------------------------------------
+Reads and writes from any Python thread: the JVM's active session, set where Spark needs it.
 
 Why (Spark 4.3, classic sessions): Spark decides whether ``format("lance")`` names a Python
 data source in ``DataSource.lookupDataSource``, which the write path
@@ -27,6 +36,8 @@ thread-local can be relied on there; that mode is not supported for writes from 
 from __future__ import annotations
 
 import functools
+import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -70,7 +81,7 @@ def active_session(spark: SparkSession) -> Iterator[None]:
             sessions.clearActiveSession()
 
 
-def install() -> None:
+def install_thread_sessions() -> None:
     """Wrap the classic reader's and writer's terminal calls (once per process; idempotent)."""
     for cls, name in _PATCHED:
         method = getattr(cls, name)
@@ -86,3 +97,47 @@ def _with_own_session(method: F) -> F:
 
     setattr(wrapper, _MARKER, True)
     return wrapper  # type: ignore[return-value]
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a Spark SQL identifier (backticks, inner ones doubled), for ``F.col``."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (no JVM on this side: no ``sparkContext``, ``_jdf``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def app_id(spark: SparkSession) -> str:
+    """The Spark application id (``sparkContext.applicationId``; ``spark.app.id`` on Connect)."""
+    if is_connect(spark):
+        return str(spark.conf.get("spark.app.id") or "")
+    return str(spark.sparkContext.applicationId)
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """``sparkContext.defaultParallelism``; on Connect, from ``spark.default.parallelism`` or
+    the ``local[N]`` master, else 2 (Connect exposes no scheduler)."""
+    if not is_connect(spark):
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured:
+        return max(1, int(configured))
+    master = str(spark.conf.get("spark.master", "") or "")
+    match = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if match:
+        count = match.group(1)
+        return max(1, os.cpu_count() or 1) if count == "*" else max(1, int(count))
+    return 2
+
+
+def conf_items(spark: SparkSession) -> dict[str, Any]:
+    """Every conf of the session: the SparkConf (spark-defaults.conf, ``--conf``) and the
+    session's SQL confs on top. Connect has no SparkConf, but its ``conf.getAll`` includes it
+    (a session's SQL conf starts from the SparkConf)."""
+    pairs: dict[str, Any] = {}
+    if not is_connect(spark):
+        pairs.update(dict(spark.sparkContext.getConf().getAll()))
+    pairs.update(spark.conf.getAll)
+    return pairs

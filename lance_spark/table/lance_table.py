@@ -35,23 +35,25 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lance_spark import _commit, _dml, _files
-from lance_spark._dataset import (
-    open_latest,
-    open_version,
-    resolve_version,
-    version_timestamps,
-)
-from lance_spark._merge import LanceMergeBuilder
-from lance_spark._options import TimeTravel, parse_timestamp
-from lance_spark._session import lance_reader, session_storage
-from lance_spark._source import FORMAT_NAME, _normalise_uri
 from lance_spark.errors import (
     ColumnNotFoundError,
     InvalidOptionError,
     TableNotFoundError,
     VersionNotFoundError,
 )
+from lance_spark.source import commit as _commit
+from lance_spark.source import staging as _files
+from lance_spark.source.dataset import (
+    open_latest,
+    open_version,
+    resolve_version,
+    version_timestamps,
+)
+from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
+from lance_spark.source.options import TimeTravel, parse_timestamp
+from lance_spark.source.session import lance_reader, session_storage
+from lance_spark.table import changes as _dml
+from lance_spark.table.merge import LanceMergeBuilder
 
 __all__ = ["LanceOptimizeBuilder", "LanceTable"]
 
@@ -192,7 +194,7 @@ class LanceTable:
         """
         from pyspark.errors import AnalysisException
 
-        from lance_spark._reader import uri_from_schema
+        from lance_spark.source.reader import uri_from_schema
 
         try:
             schema = spark.table(name).schema
@@ -651,7 +653,7 @@ class LanceTable:
             t.addColumns({"x2": "x * 2", "name_len": F.length("name")})
             t.addColumns(labels_df, on="id")
         """
-        from lance_spark import _columns
+        from lance_spark.table import columns as _columns
 
         app_id = self._spark.sparkContext.applicationId
         if isinstance(columns, DataFrame):
@@ -733,7 +735,7 @@ class LanceTable:
             t.diff(1).where("_change_type != 'update_preimage'").show()
             t.diff(3, 7, key="id").groupBy("_change_type").count().show()
         """
-        from lance_spark import _diff
+        from lance_spark.table import diff as _diff
 
         return _diff.diff(
             self._spark,

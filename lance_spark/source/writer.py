@@ -21,9 +21,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lance_spark import _commit, _dataset, _files, _types
-from lance_spark._options import WriteOptions
 from lance_spark.errors import CommitConflictError, SchemaMismatchError
+from lance_spark.source import commit as _commit
+from lance_spark.source import dataset, staging
+from lance_spark.source import types as _types
+from lance_spark.source.options import WriteOptions
 
 _log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ class LanceWriter(DataSourceArrowWriter):
     # --- executors ------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
         counter = _Counter()
-        files = _files.TaskFiles(self.uri, self.job_id, storage=self.options.storage)
+        files = staging.TaskFiles(self.uri, self.job_id, storage=self.options.storage)
         batches = (counter.count(_types.conform_write_batch(b, self.target)) for b in iterator)
         reader = pa.RecordBatchReader.from_batches(self.target, files.watch(batches))
         # On failure write_fragments removes what it wrote (checked with pylance 14), so a
@@ -129,7 +131,7 @@ class LanceWriter(DataSourceArrowWriter):
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in m.files]
-        _files.abort_job(
+        staging.abort_job(
             self.uri,
             self.job_id,
             known,
@@ -139,7 +141,7 @@ class LanceWriter(DataSourceArrowWriter):
 
     def _finish(self) -> None:
         """Delete what failed or speculative task attempts wrote, then the job's markers."""
-        _files.finish_job(
+        staging.finish_job(
             self.uri, self.job_id, read_version=self.read_version, storage=self.options.storage
         )
 
@@ -177,9 +179,9 @@ def plan_write(
     incoming = pa.schema([f.remove_metadata() for f in incoming])
     vector_sizes = _vector_sizes(options.vector_sizes, incoming)
     storage = options.storage
-    exists = _dataset.table_exists(uri, storage=storage)
+    exists = dataset.table_exists(uri, storage=storage)
     if exists and not overwrite:
-        ds = _dataset.open_latest(uri, storage=storage)
+        ds = dataset.open_latest(uri, storage=storage)
         table = ds.schema
         target = _types.reconcile_write_schema(incoming, table, merge_schema=options.merge_schema)
         new_columns = [n for n in target.names if n not in table.names]
@@ -192,7 +194,7 @@ def plan_write(
     if nullable_columns:
         target = _types.nullable_schema(target)
     if exists:
-        ds = _dataset.open_latest(uri, storage=storage)
+        ds = dataset.open_latest(uri, storage=storage)
         # An overwrite keeps the table's vector columns as vectors unless told otherwise.
         kept = {**_vector_columns(ds.schema, incoming), **vector_sizes}
         target = _types.arrow_schema_for_new_table(incoming, vector_sizes=kept)
@@ -205,7 +207,7 @@ def plan_write(
 
 
 def _opened(writer: LanceWriter) -> LanceWriter:
-    _files.begin_job(writer.uri, writer.job_id, storage=writer.options.storage)
+    staging.begin_job(writer.uri, writer.job_id, storage=writer.options.storage)
     return writer
 
 

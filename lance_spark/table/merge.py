@@ -3,7 +3,7 @@
 The target (pinned, with row addresses) is joined with the source on the merge condition
 (inner, right or full outer join, whichever the clauses need). One CASE picks, for each
 joined row, the first clause in order whose kind and condition hold; further CASEs compute
-the row's new values. The result is the change rows of :mod:`lance_spark._dml`, so MERGE runs
+the row's new values. The result is the change rows of :mod:`lance_spark.table.changes`, so MERGE runs
 on the same job, commit and retry path as UPDATE and DELETE. ``LanceTable.merge`` and the SQL
 front end both build a :class:`MergeSpec` and call :func:`merge`.
 """
@@ -22,9 +22,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
-from lance_spark import _commit, _conflicts, _dataset, _dml, _merge_pruning, _types
-from lance_spark._session import quote_identifier
+from lance_spark._spark import quote_identifier
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
+from lance_spark.source import commit as _commit
+from lance_spark.source import dataset
+from lance_spark.source import types as _types
+from lance_spark.table import changes as _dml
+from lance_spark.table import conflicts, merge_pruning
 
 _TARGET_PRESENT = "__lance_spark_target_present"
 _SOURCE_PRESENT = "__lance_spark_source_present"
@@ -89,9 +93,9 @@ def merge(
     when no row changes). Raises before any write for a malformed statement."""
     check_clauses(spec.clauses)
     by_source = any(c.kind.group == "WHEN NOT MATCHED BY SOURCE" for c in spec.clauses)
-    pruner = _merge_pruning.KeyPruner(
+    pruner = merge_pruning.KeyPruner(
         spec.source,
-        max_rows=_merge_pruning.max_source_rows(spark),
+        max_rows=merge_pruning.max_source_rows(spark),
         enabled=not by_source,  # those clauses act on the rows the source does not match
     )
 
@@ -100,7 +104,7 @@ def merge(
         row_filter, read_key = _pruning(pruner, target, spec)
         narrowed = _dml.narrow(spark, target, needed, storage, filter=row_filter)
         # A matched row no clause acts on is read but not changed (untouched_rows).
-        read_set = _conflicts.ReadSet(key=read_key, untouched_rows=True)
+        read_set = conflicts.ReadSet(key=read_key, untouched_rows=True)
         return replace(_plan(narrowed, spec, storage), read_set=read_set)
 
     try:
@@ -110,18 +114,18 @@ def merge(
 
 
 def _pruning(
-    pruner: _merge_pruning.KeyPruner, target: _dml.Pinned, spec: MergeSpec
-) -> tuple[str | None, _conflicts.KeyReadSet | None]:
+    pruner: merge_pruning.KeyPruner, target: _dml.Pinned, spec: MergeSpec
+) -> tuple[str | None, conflicts.KeyReadSet | None]:
     """The Lance filter that keeps only the target rows the source's keys can match, and
     those keys as the MERGE's read set (None, None: no equi-key, or no keys collected)."""
     tgt = _aliased(target, spec)
-    key = _merge_pruning.find_equi_key(tgt, spec.source, _dml.as_column(spec.condition))
+    key = merge_pruning.find_equi_key(tgt, spec.source, _dml.as_column(spec.condition))
     if key is None or key.target_column not in target.schema.names:
         return None, None
     keys = pruner.keys(key)
     if keys is None:
         return None, None
-    read_key = _conflicts.KeyReadSet(key.target_column, keys)
+    read_key = conflicts.KeyReadSet(key.target_column, keys)
     return pruner.predicate(key, target.schema), read_key
 
 
@@ -392,7 +396,7 @@ def _write_schema(
     )
     incoming = pa.schema([f.remove_metadata() for f in incoming])
     schema = _types.reconcile_write_schema(incoming, target.schema, merge_schema=True)
-    ds = _dataset.open_version(target.uri, target.version, storage=storage)
+    ds = dataset.open_version(target.uri, target.version, storage=storage)
     _commit.check_can_add_columns(ds, [f.name for f in added], uri=target.uri)
     return schema
 

@@ -25,14 +25,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from sqlglot import expressions as exp
 
-from lance_spark import _dataset, _writer
-from lance_spark._options import parse_write_options
-from lance_spark._source import FORMAT_NAME, SessionDefaults, _normalise_uri
-from lance_spark._sql_targets import parse_sql, sql_string
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError
+from lance_spark.source import dataset
+from lance_spark.source import writer as _writer
+from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
+from lance_spark.source.options import parse_write_options
+from lance_spark.source.session import DEFAULTS_ATTR
+from lance_spark.sql.targets import parse_sql, sql_string
 
 _MARKER = "_lance_spark_sql_installed"
-_DEFAULTS = "_lance_spark_defaults"
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class CreateTable:
 
 def install(spark: SparkSession, defaults: SessionDefaults) -> None:
     """Wrap ``spark.sql`` of this session (once; ``defaults`` are updated every time)."""
-    setattr(spark, _DEFAULTS, defaults)
+    setattr(spark, DEFAULTS_ATTR, defaults)
     if getattr(spark, _MARKER, False):
         return
     original: Callable[..., DataFrame] = spark.sql
@@ -71,10 +72,10 @@ Handler = Callable[[SparkSession, Callable[..., DataFrame], str], DataFrame | No
 
 
 def _handlers() -> tuple[Handler, ...]:
-    from lance_spark import _sql_commands, _sql_dml
+    from lance_spark.sql import commands, dml
 
     # DML first: WITH ... MERGE INTO is a statement, not a query to time-travel.
-    return (_sql_dml.run_statement, _sql_commands.run_statement)
+    return (dml.run_statement, commands.run_statement)
 
 
 def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:
@@ -134,10 +135,10 @@ def _create_table_as(
     if spark.catalog.tableExists(stmt.name):
         # IF NOT EXISTS: nothing to do; otherwise Spark raises TABLE_OR_VIEW_ALREADY_EXISTS.
         return spark.createDataFrame([], StructType([])) if stmt.if_not_exists else run(text)
-    defaults: SessionDefaults = getattr(spark, _DEFAULTS)
+    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
     uri = _normalise_uri(stmt.location)
     storage = parse_write_options(stmt.options, session_storage=defaults.storage).storage
-    if _dataset.table_exists(uri, storage=storage):
+    if dataset.table_exists(uri, storage=storage):
         raise InvalidOptionError(
             f"CREATE TABLE {stmt.name} ... AS SELECT: a Lance table already exists at {uri!r}; "
             f"register it with CREATE TABLE {stmt.name} USING lance LOCATION '{uri}' and "
@@ -163,10 +164,10 @@ def _create_table(
         return result  # IF NOT EXISTS on an existing table: Spark did nothing, nor do we
     schema = spark.table(stmt.name).schema
     uri = _normalise_uri(stmt.location)
-    defaults: SessionDefaults = getattr(spark, _DEFAULTS)
+    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
     options = parse_write_options(stmt.options, session_storage=defaults.storage)
-    if _dataset.table_exists(uri, storage=options.storage):
-        existing = _dataset.open_latest(uri, storage=options.storage).schema
+    if dataset.table_exists(uri, storage=options.storage):
+        existing = dataset.open_latest(uri, storage=options.storage).schema
         if [n.lower() for n in existing.names] != [n.lower() for n in schema.names]:
             run(f"DROP TABLE {stmt.name}")
             raise SchemaMismatchError(

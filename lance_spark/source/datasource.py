@@ -9,9 +9,11 @@ from typing import ClassVar
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
 from pyspark.sql.types import StructField, StructType
 
-from lance_spark import _dataset, _reader, _writer
-from lance_spark._options import ReadOptions, parse_read_options, parse_write_options
 from lance_spark.errors import InvalidOptionError
+from lance_spark.source import dataset
+from lance_spark.source import reader as _reader
+from lance_spark.source import writer as _writer
+from lance_spark.source.options import ReadOptions, parse_read_options, parse_write_options
 
 FORMAT_NAME = "lance"
 
@@ -55,14 +57,14 @@ class LanceDataSource(DataSource):
     def schema(self) -> StructType:
         opts = self._read_options()
         uri = self._require_uri(opts.uri, None)
-        ds = _dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
+        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
         projection = _reader.table_projection(ds.schema, opts)
         return _reader.spark_schema(ds.schema, projection, uri=uri)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options()
         uri = self._require_uri(opts.uri, schema)
-        ds = _dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
+        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
         table_schema = ds.schema
         if _reader.uri_from_schema(schema) is None:
             # A user-specified schema (.schema(...)): read those columns, by name.
