@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import Token, TokenType
 from sqlglot import expressions as exp
 
+from lance_spark import _spark
 from lance_spark.errors import InvalidOptionError, LanceSparkError, SqlSyntaxError
 from lance_spark.sql.targets import (
     lance_table,
@@ -162,7 +163,7 @@ def _run_merge(spark: SparkSession, run: Run, table: LanceTable, stmt: MergeStat
         uri=table.uri,
         storage=table._storage,
         spec=spec,
-        app_id=spark.sparkContext.applicationId,
+        app_id=_spark.app_id(spark),
     )
     if counts.added_columns and path_of(stmt.target) is None:
         refresh_catalog_entry(spark, run, stmt.target, table.uri)  # Spark keeps old columns

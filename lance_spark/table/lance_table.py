@@ -35,6 +35,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lance_spark import _spark
 from lance_spark.errors import (
     ColumnNotFoundError,
     InvalidOptionError,
@@ -291,7 +292,7 @@ class LanceTable:
             uri=self._uri,
             storage=self._storage,
             condition=condition,
-            app_id=self._spark.sparkContext.applicationId,
+            app_id=_spark.app_id(self._spark),
         )
         return self._one_row({"num_affected_rows": deleted}, ("num_affected_rows",))
 
@@ -318,7 +319,7 @@ class LanceTable:
             storage=self._storage,
             condition=condition,
             assignments=set,
-            app_id=self._spark.sparkContext.applicationId,
+            app_id=_spark.app_id(self._spark),
         )
         return self._one_row({"num_affected_rows": updated}, ("num_affected_rows",))
 
@@ -425,7 +426,7 @@ class LanceTable:
                 operation="RESTORE",
                 parameters=parameters,
                 metrics=metrics,
-                app_id=self._spark.sparkContext.applicationId,
+                app_id=_spark.app_id(self._spark),
             ),
             storage=self._storage,
         )
@@ -655,7 +656,7 @@ class LanceTable:
         """
         from lance_spark.table import columns as _columns
 
-        app_id = self._spark.sparkContext.applicationId
+        app_id = _spark.app_id(self._spark)
         if isinstance(columns, DataFrame):
             if on is None:
                 raise InvalidOptionError("addColumns(df, on=...) needs the key column `on`")

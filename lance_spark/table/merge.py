@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
+from lance_spark import _spark
 from lance_spark._spark import quote_identifier
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import commit as _commit
@@ -506,7 +507,7 @@ class LanceMergeBuilder:
             uri=self._uri,
             storage=self._storage,
             spec=self._spec,
-            app_id=self._spark.sparkContext.applicationId,
+            app_id=_spark.app_id(self._spark),
         )
         return metrics_frame(self._spark, counts)
 
