@@ -80,15 +80,30 @@ def table_file_uri(table_uri: str, relative_path: str) -> str:
 # --- the driver ---------------------------------------------------------------------------------
 
 
+_BEGIN_ATTEMPTS = 20
+
+
 def begin_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
     """Driver side, before any task runs: mark the job open."""
     fs, root = _fs(_job_dir(table_uri, job_id), storage)
-    try:
-        if _is_local(fs):  # (s3fs would create a missing bucket)
-            fs.makedirs(root, exist_ok=True)
-        fs.touch(f"{root}/{OPEN_MARKER}")
-    except OSError as err:
-        raise LanceSparkError(f"cannot write to the Lance table at {table_uri!r}: {err}") from err
+    for attempt in range(_BEGIN_ATTEMPTS):
+        try:
+            if _is_local(fs):  # (s3fs would create a missing bucket)
+                fs.makedirs(root, exist_ok=True)
+            fs.touch(f"{root}/{OPEN_MARKER}")
+            return
+        except FileNotFoundError as err:
+            # Another job that just ended removed the empty staging folders between our
+            # makedirs of the parents and of our own folder (_remove_empty_dirs): make them
+            # again. A location that cannot be written at all fails every attempt.
+            if attempt == _BEGIN_ATTEMPTS - 1:
+                raise LanceSparkError(
+                    f"cannot write to the Lance table at {table_uri!r}: {err}"
+                ) from err
+        except OSError as err:
+            raise LanceSparkError(
+                f"cannot write to the Lance table at {table_uri!r}: {err}"
+            ) from err
 
 
 def finish_job(

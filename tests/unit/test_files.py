@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
+import fsspec.implementations.local
 import lance
 import pyarrow as pa
 import pytest
@@ -84,3 +87,25 @@ def test_open_temporaries_are_recorded_and_aborted(uri: str) -> None:
     assert len(markers) == 1 and "data/.tmpAbC123" in markers[0].read_text()
     _files.abort_job(uri, "job", [], read_version=1, storage={})
     assert not temporary.exists() and other.exists()
+
+
+def test_begin_job_survives_another_job_removing_the_empty_staging_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job that ends removes the staging folders it leaves empty; a job beginning at that
+    # moment made the parents, then found them gone (seen under load in a race of MERGEs).
+    uri = str(tmp_path / "t.lance")
+    staging = Path(uri) / "_lance_spark"
+    real_touch = fsspec.implementations.local.LocalFileSystem.touch
+    removed = []
+
+    def touch(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        if not removed:
+            shutil.rmtree(staging)  # the other job's _remove_empty_dirs, just in between
+            removed.append(path)
+        return real_touch(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "touch", touch)
+    _files.begin_job(uri, "job", storage={})
+    assert removed
+    assert (staging / "staging" / "job" / _files.OPEN_MARKER).exists()
