@@ -26,9 +26,9 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, IsNull
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from lance_spark import LanceTable
+from lance_spark._spark import quote_identifier as q
 from lance_spark.source.filters import translate_filters
 from lance_spark.source.options import encode_names
-from lance_spark.source.session import quote_identifier as q
 
 pytestmark = pytest.mark.spark
 
