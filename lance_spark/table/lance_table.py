@@ -16,127 +16,24 @@ Example::
 from __future__ import annotations
 
 import copy
-import json
-import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from datetime import datetime
+from typing import Any
 
 import lance
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
-from lance_spark import _spark
-from lance_spark.errors import (
-    ColumnNotFoundError,
-    InvalidOptionError,
-    TableNotFoundError,
-    VersionNotFoundError,
-)
-from lance_spark.source import commit as _commit
-from lance_spark.source import staging as _files
-from lance_spark.source.dataset import (
-    open_latest,
-    open_version,
-    resolve_version,
-    version_timestamps,
-)
+from lance_spark.errors import InvalidOptionError, TableNotFoundError
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import TimeTravel, parse_timestamp
 from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import changes as _dml
+from lance_spark.table import history, maintenance
+from lance_spark.table.context import TableContext
+from lance_spark.table.maintenance import LanceOptimizeBuilder
 from lance_spark.table.merge import LanceMergeBuilder
 
 __all__ = ["LanceOptimizeBuilder", "LanceTable"]
-
-SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")
-VECTOR_INDEX_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ")
-
-# Lance operation classes -> Delta-like operation names, for versions written by other Lance
-# writers (no lance_spark.* transaction properties). Anything else: its name, upper-cased.
-_OPERATION_NAMES = {
-    "Append": "WRITE",
-    "Overwrite": "WRITE",
-    "Delete": "DELETE",
-    "Update": "UPDATE",
-    "Merge": "ADD COLUMNS",
-    "Restore": "RESTORE",
-    "Rewrite": "OPTIMIZE",
-    "CreateIndex": "CREATE INDEX",
-    "Project": "CHANGE COLUMNS",
-    "UpdateConfig": "SET TBLPROPERTIES",
-    "DataReplacement": "REPLACE DATA",
-}
-
-_STR_MAP = MapType(StringType(), StringType())
-HISTORY_SCHEMA = StructType(
-    [
-        StructField("version", LongType(), False),
-        StructField("timestamp", TimestampType(), True),
-        StructField("operation", StringType(), True),
-        StructField("operationParameters", _STR_MAP, True),
-        StructField("operationMetrics", _STR_MAP, True),
-        StructField("userMetadata", StringType(), True),
-        StructField("appId", StringType(), True),
-    ]
-)
-TAGS_SCHEMA = StructType(
-    [
-        StructField("tag", StringType(), False),
-        StructField("version", LongType(), False),
-        StructField("createdAt", TimestampType(), True),
-    ]
-)
-INDICES_SCHEMA = StructType(
-    [
-        StructField("name", StringType(), False),
-        StructField("columns", ArrayType(StringType(), False), False),
-        StructField("type", StringType(), True),
-    ]
-)
-_RESTORE_METRICS = (
-    "table_size_after_restore",
-    "num_of_files_after_restore",
-    "num_removed_files",
-    "num_restored_files",
-    "removed_files_size",
-    "restored_files_size",
-)
-_COMPACTION_METRICS = ("fragments_removed", "fragments_added", "files_removed", "files_added")
-_CLEANUP_METRICS = (
-    "bytes_removed",
-    "old_versions",
-    "data_files_removed",
-    "transaction_files_removed",
-    "index_files_removed",
-    "deletion_files_removed",
-)
-
-_VACUUM_SCHEMA = StructType(
-    [StructField(k, LongType(), False) for k in _CLEANUP_METRICS]
-    + [
-        StructField("dry_run", BooleanType(), False),
-        StructField("unreferenced_files_removed", LongType(), False),
-        StructField("staging_markers_removed", LongType(), False),
-        StructField("unreferenced_files", ArrayType(StringType(), False), False),
-    ]
-)
-_FILE_KIND_METRICS = {"data": "data_files_removed", "deletion": "deletion_files_removed"}
-
-
-def _count_file(metrics: dict[str, Any], kind: str, size: int, sign: int) -> None:
-    metrics["bytes_removed"] += sign * size
-    if kind in _FILE_KIND_METRICS:
-        metrics[_FILE_KIND_METRICS[kind]] += sign
 
 
 class LanceTable:
@@ -258,7 +155,7 @@ class LanceTable:
         if version is not None:
             reader = reader.option("version", str(version))
         if timestamp is not None:
-            stamp = timestamp if isinstance(timestamp, str) else _utc(timestamp).isoformat()
+            stamp = timestamp if isinstance(timestamp, str) else history.utc(timestamp).isoformat()
             reader = reader.option("timestampAsOf", stamp)
         if tag is not None:
             reader = reader.option("tag", tag)
@@ -292,7 +189,7 @@ class LanceTable:
             uri=self._uri,
             storage=self._storage,
             condition=condition,
-            app_id=_spark.app_id(self._spark),
+            app_id=self._context.app_id,
         )
         return self._one_row({"num_affected_rows": deleted}, ("num_affected_rows",))
 
@@ -319,7 +216,7 @@ class LanceTable:
             storage=self._storage,
             condition=condition,
             assignments=set,
-            app_id=_spark.app_id(self._spark),
+            app_id=self._context.app_id,
         )
         return self._one_row({"num_affected_rows": updated}, ("num_affected_rows",))
 
@@ -370,14 +267,7 @@ class LanceTable:
 
             t.history(5).select("version", "operation", "userMetadata").show()
         """
-        if limit is not None and limit < 1:
-            raise InvalidOptionError(f"history limit={limit} must be at least 1")
-        ds = self._open()
-        stamps = sorted(version_timestamps(ds), key=lambda p: -p[0])
-        if limit is not None:
-            stamps = stamps[:limit]
-        rows = [(v, stamp, *_describe_version(ds, v)) for v, stamp in stamps]
-        return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+        return history.history(self._context, limit)
 
     def restoreToVersion(self, version: int) -> DataFrame:
         """Commit a new version whose content is ``version``'s; returns restore metrics.
@@ -386,9 +276,7 @@ class LanceTable:
 
             t.restoreToVersion(1).show()
         """
-        ds = self._open()
-        target = resolve_version(ds, TimeTravel(version=int(version)), uri=self._uri)
-        return self._restore(ds, target, {"version": str(target)})
+        return history.restore(self._context, TimeTravel(version=int(version)))
 
     def restoreToTimestamp(self, timestamp: str | datetime) -> DataFrame:
         """Restore the latest version committed at or before ``timestamp`` (no zone: UTC).
@@ -397,40 +285,8 @@ class LanceTable:
 
             t.restoreToTimestamp("2030-01-01T00:00:00Z")
         """
-        when = parse_timestamp(timestamp) if isinstance(timestamp, str) else _utc(timestamp)
-        ds = self._open()
-        target = resolve_version(ds, TimeTravel(timestamp=when), uri=self._uri)
-        return self._restore(ds, target, {"timestamp": when.isoformat(), "version": str(target)})
-
-    def _restore(
-        self, ds: lance.LanceDataset, target: int, parameters: dict[str, str]
-    ) -> DataFrame:
-        old = open_version(self._uri, target, storage=self._storage)
-        current_files = _data_files(ds)
-        target_files = _data_files(old)
-        removed = current_files.keys() - target_files.keys()
-        restored = target_files.keys() - current_files.keys()
-        metrics = {
-            "table_size_after_restore": sum(target_files.values()),
-            "num_of_files_after_restore": len(target_files),
-            "num_removed_files": len(removed),
-            "num_restored_files": len(restored),
-            "removed_files_size": sum(current_files[k] for k in removed),
-            "restored_files_size": sum(target_files[k] for k in restored),
-        }
-        _commit.commit(
-            self._uri,
-            lance.LanceOperation.Restore(target),
-            read_version=int(ds.version),
-            info=_commit.CommitInfo(
-                operation="RESTORE",
-                parameters=parameters,
-                metrics=metrics,
-                app_id=_spark.app_id(self._spark),
-            ),
-            storage=self._storage,
-        )
-        return self._one_row(metrics, _RESTORE_METRICS)
+        when = parse_timestamp(timestamp) if isinstance(timestamp, str) else history.utc(timestamp)
+        return history.restore(self._context, TimeTravel(timestamp=when))
 
     # --- tags ---------------------------------------------------------------------------------
 
@@ -442,17 +298,7 @@ class LanceTable:
             t.createTag("train-v1")
             t.createTag("first", 1)
         """
-        ds = self._open()
-        target = resolve_version(
-            ds, TimeTravel(version=None if version is None else int(version)), uri=self._uri
-        )
-        tags = ds.tags.list()
-        if name in tags:
-            raise InvalidOptionError(
-                f"tag {name!r} already exists in the Lance table at {self._uri!r} (version "
-                f"{tags[name]['version']}); delete it first to move it"
-            )
-        ds.tags.create(name, target)
+        history.create_tag(self._context, name, version)
 
     def deleteTag(self, name: str) -> None:
         """Delete tag ``name`` (the version itself stays until vacuumed).
@@ -461,14 +307,7 @@ class LanceTable:
 
             t.deleteTag("train-v1")
         """
-        ds = self._open()
-        tags = ds.tags.list()
-        if name not in tags:
-            known = ", ".join(sorted(tags)) or "none"
-            raise VersionNotFoundError(
-                f"tag {name!r} does not exist in the Lance table at {self._uri!r}; tags: {known}"
-            )
-        ds.tags.delete(name)
+        history.delete_tag(self._context, name)
 
     def listTags(self) -> DataFrame:
         """Tags as a DataFrame (tag, version, createdAt), by name.
@@ -477,12 +316,7 @@ class LanceTable:
 
             t.listTags().show()
         """
-        tags = self._open().tags.list()
-        rows = [
-            (name, int(info["version"]), _utc_or_none(info.get("created_at")))
-            for name, info in sorted(tags.items())
-        ]
-        return self._spark.createDataFrame(rows, TAGS_SCHEMA)
+        return history.list_tags(self._context)
 
     # --- maintenance --------------------------------------------------------------------------
 
@@ -493,7 +327,7 @@ class LanceTable:
 
             t.optimize().executeCompaction(target_rows_per_fragment=1_000_000).show()
         """
-        return LanceOptimizeBuilder(self)
+        return LanceOptimizeBuilder(self._context)
 
     def vacuum(self, retentionHours: float = 168, *, dryRun: bool = False) -> DataFrame:
         """Delete the files only versions older than ``retentionHours`` use, and what jobs
@@ -513,45 +347,7 @@ class LanceTable:
             t.vacuum(0, dryRun=True).show()
             t.vacuum(24 * 7)
         """
-        if isinstance(retentionHours, bool) or not isinstance(retentionHours, int | float):
-            raise InvalidOptionError(
-                f"vacuum retentionHours={retentionHours!r} must be a number of hours"
-            )
-        if retentionHours < 0:
-            raise InvalidOptionError(f"vacuum retentionHours={retentionHours} must be at least 0")
-        ds = self._open()
-        older_than = timedelta(hours=retentionHours)
-        orphans = _files.find_orphans(ds, self._uri, older_than=older_than, storage=self._storage)
-        metrics: dict[str, Any] = dict.fromkeys(_CLEANUP_METRICS, 0)
-        if dryRun:
-            explained = ds.explain_cleanup_old_versions(
-                older_than=older_than,
-                error_if_tagged_old_versions=False,
-                include_files=True,
-                max_files=_files.MAX_EXPLAINED_FILES,
-            )
-            metrics.update({k: int(getattr(explained.stats, k)) for k in _CLEANUP_METRICS})
-            # Lance's own rule removes unreferenced files older than 7 days: counted once.
-            swept = {f.path for f in orphans.files}
-            for candidate in explained.candidate_files:
-                if candidate.unverified and _files.relative_path(candidate) in swept:
-                    _count_file(metrics, candidate.kind, int(candidate.size_bytes), -1)
-        else:
-            orphans.remove(self._uri, storage=self._storage)
-            stats = ds.cleanup_old_versions(
-                older_than=older_than, error_if_tagged_old_versions=False
-            )
-            metrics.update({k: int(getattr(stats, k)) for k in _CLEANUP_METRICS})
-        for orphan in orphans.files:
-            _count_file(metrics, orphan.kind, orphan.size, 1)
-        row = (
-            *metrics.values(),
-            bool(dryRun),
-            len(orphans.files),
-            len(orphans.markers),
-            [f.path for f in orphans.files],
-        )
-        return self._spark.createDataFrame([row], _VACUUM_SCHEMA)
+        return maintenance.vacuum(self._context, retentionHours, dry_run=dryRun)
 
     # --- indexes ------------------------------------------------------------------------------
 
@@ -570,31 +366,7 @@ class LanceTable:
             t.createIndex("id", "BTREE")
             t.createIndex("embedding", "IVF_PQ", num_partitions=2, num_sub_vectors=2)
         """
-        kind = str(index_type).strip().upper()
-        if kind not in SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES:
-            raise InvalidOptionError(
-                f"unknown index type {index_type!r}; valid index types: "
-                f"{', '.join(SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES)}"
-            )
-        ds = self._open()
-        if column not in ds.schema.names:
-            raise ColumnNotFoundError(
-                f"column {column!r} does not exist in the Lance table at {self._uri!r}; "
-                f"columns: {', '.join(ds.schema.names)}"
-            )
-        if kind in SCALAR_INDEX_TYPES:
-            ds.create_scalar_index(column, cast(Any, kind), name=name, **params)
-            return
-        import pyarrow as pa
-
-        col_type = ds.schema.field(column).type
-        if not pa.types.is_fixed_size_list(col_type):
-            raise InvalidOptionError(
-                f"column {column!r} is {col_type}, not a vector (fixed_size_list), which a "
-                f"{kind} index needs (write vectors with option "
-                f"'{column}.arrow.fixed-size-list.size')"
-            )
-        ds.create_index(column, kind, name=name, **params)
+        maintenance.create_index(self._context, column, index_type, name=name, **params)
 
     def listIndices(self) -> DataFrame:
         """Indexes as a DataFrame (name, columns, type), by name.
@@ -603,11 +375,7 @@ class LanceTable:
 
             t.listIndices().show()
         """
-        rows = [
-            (d.name, [str(c) for c in d.field_names], str(d.index_type))
-            for d in sorted(self._open().describe_indices(), key=lambda d: str(d.name))
-        ]
-        return self._spark.createDataFrame(rows, INDICES_SCHEMA)
+        return maintenance.list_indices(self._context)
 
     def dropIndex(self, name: str) -> None:
         """Drop the index ``name`` (a new version).
@@ -616,14 +384,7 @@ class LanceTable:
 
             t.dropIndex("id_idx")
         """
-        ds = self._open()
-        names = sorted(str(d.name) for d in ds.describe_indices())
-        if name not in names:
-            raise InvalidOptionError(
-                f"index {name!r} does not exist in the Lance table at {self._uri!r}; "
-                f"indexes: {', '.join(names) or 'none'}"
-            )
-        ds.drop_index(name)
+        maintenance.drop_index(self._context, name)
 
     # --- schema evolution ---------------------------------------------------------------------
 
@@ -656,7 +417,7 @@ class LanceTable:
         """
         from lance_spark.table import columns as _columns
 
-        app_id = _spark.app_id(self._spark)
+        app_id = self._context.app_id
         if isinstance(columns, DataFrame):
             if on is None:
                 raise InvalidOptionError("addColumns(df, on=...) needs the key column `on`")
@@ -693,18 +454,7 @@ class LanceTable:
 
             clone = t.shallowClone("/tmp/experiments/pets.lance", version=1)
         """
-        ds = self._open()
-        reference: int | str
-        if isinstance(version, str):
-            resolve_version(ds, TimeTravel(tag=version), uri=self._uri)  # names known tags
-            reference = version
-        else:
-            reference = resolve_version(
-                ds, TimeTravel(version=None if version is None else int(version)), uri=self._uri
-            )
-        if LanceTable.isLanceTable(self._spark, target, self._storage):
-            raise InvalidOptionError(f"cannot clone into {target!r}: a Lance table exists there")
-        ds.shallow_clone(target, reference, storage_options=self._storage or None)
+        history.shallow_clone(self._context, target, version)
         return LanceTable(self._spark, target, self._storage)
 
     # --- change feed --------------------------------------------------------------------------
@@ -749,105 +499,12 @@ class LanceTable:
 
     # --- helpers ------------------------------------------------------------------------------
 
+    @property
+    def _context(self) -> TableContext:
+        return TableContext(self._spark, self._uri, self._storage)
+
     def _open(self) -> lance.LanceDataset:
-        return open_latest(self._uri, storage=self._storage)
+        return self._context.open()
 
     def _one_row(self, metrics: Mapping[str, int], names: tuple[str, ...]) -> DataFrame:
-        schema = StructType([StructField(k, LongType(), False) for k in names])
-        return self._spark.createDataFrame([tuple(int(metrics[k]) for k in names)], schema)
-
-
-class LanceOptimizeBuilder:
-    """Returned by :meth:`LanceTable.optimize`.
-
-    Example::
-
-        t.optimize().executeCompaction().show()
-    """
-
-    def __init__(self, table: LanceTable) -> None:
-        self._table = table
-
-    def executeCompaction(self, target_rows_per_fragment: int | None = None) -> DataFrame:
-        """Merge small fragments (and drop deleted rows) with Lance's own planner, in one new
-        version (none when there is nothing to do). Returns one row of metrics.
-
-        Example::
-
-            t.optimize().executeCompaction(target_rows_per_fragment=1_000_000).show()
-        """
-        if target_rows_per_fragment is not None and target_rows_per_fragment < 1:
-            raise InvalidOptionError(
-                f"target_rows_per_fragment={target_rows_per_fragment} must be at least 1"
-            )
-        ds = self._table._open()
-        result = ds.optimize.compact_files(target_rows_per_fragment=target_rows_per_fragment)
-        metrics = {k: int(getattr(result, k)) for k in _COMPACTION_METRICS}
-        return self._table._one_row(metrics, _COMPACTION_METRICS)
-
-
-# --- module helpers ---------------------------------------------------------------------------
-
-
-def _describe_version(
-    ds: lance.LanceDataset, version: int
-) -> tuple[str, dict[str, str], dict[str, str], str | None, str | None]:
-    """(operation, parameters, metrics, userMetadata, appId) of one version."""
-    try:
-        tx = ds.read_transaction(version)
-    except (OSError, ValueError, RuntimeError):
-        tx = None
-    if tx is None:  # no transaction file (very old writers) or unreadable
-        return ("CREATE TABLE" if version == 1 else "UNKNOWN", {}, {}, None, None)
-    props = dict(tx.transaction_properties or {})
-    operation = props.get(_commit.PROP_OPERATION)
-    if operation is None:
-        return (_lance_operation_name(tx, version), {}, {}, None, None)
-    return (
-        operation,
-        _json_map(props.get(_commit.PROP_PARAMETERS)),
-        _json_map(props.get(_commit.PROP_METRICS)),
-        props.get(_commit.PROP_USER_METADATA),
-        props.get(_commit.PROP_APP_ID),
-    )
-
-
-def _lance_operation_name(tx: lance.Transaction, version: int) -> str:
-    kind = type(tx.operation).__name__
-    if kind == "BaseOperation":  # an operation pylance does not expose (e.g. compaction's
-        return "UNKNOWN"  # fragment-id reservation): say so rather than guess
-    if kind == "Overwrite" and (version == 1 or not tx.read_version):
-        return "CREATE TABLE"
-    if kind in _OPERATION_NAMES:
-        return _OPERATION_NAMES[kind]
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", kind).upper() or "UNKNOWN"
-
-
-def _json_map(text: str | None) -> dict[str, str]:
-    if not text:
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(parsed, dict):
-        return {}
-    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in parsed.items()}
-
-
-def _data_files(ds: lance.LanceDataset) -> dict[tuple[object, str], int]:
-    """Data files of the version opened as ``ds``: (base, path) -> size in bytes (0 unknown)."""
-    out: dict[tuple[object, str], int] = {}
-    for fragment in ds.get_fragments():
-        for data_file in fragment.data_files():
-            key = (data_file.base_id, str(data_file.path))
-            out[key] = int(data_file.file_size_bytes or 0)
-    return out
-
-
-def _utc(when: datetime) -> datetime:
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-
-
-def _utc_or_none(when: object) -> datetime | None:
-    return _utc(when) if isinstance(when, datetime) else None
+        return self._context.one_row(metrics, names)

@@ -1,0 +1,41 @@
+"""``TableContext``: what every table operation needs (session, location, storage options)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import lance
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import LongType, StructField, StructType
+
+from lance_spark import _spark
+from lance_spark.source.dataset import open_latest
+
+
+@dataclass(frozen=True)
+class TableContext:
+    """A Lance table as the table API addresses it; opens the latest version anew each time.
+
+    Example::
+
+        ctx = TableContext(spark, "/data/pets.lance", {})
+        ctx.open().version
+    """
+
+    spark: SparkSession
+    uri: str
+    storage: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
+
+    def open(self) -> lance.LanceDataset:
+        """The latest version (:class:`TableNotFoundError` if there is no table)."""
+        return open_latest(self.uri, storage=self.storage)
+
+    @property
+    def app_id(self) -> str:
+        return _spark.app_id(self.spark)
+
+    def one_row(self, metrics: Mapping[str, int], names: tuple[str, ...]) -> DataFrame:
+        """A one-row DataFrame of bigint ``metrics``, columns in the order of ``names``."""
+        schema = StructType([StructField(k, LongType(), False) for k in names])
+        return self.spark.createDataFrame([tuple(int(metrics[k]) for k in names)], schema)

@@ -1,0 +1,175 @@
+"""Maintenance of a Lance table (behind :class:`LanceTable`): compaction, vacuum, indexes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, cast
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
+from lance_spark.source import staging
+from lance_spark.table.context import TableContext
+
+SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")
+VECTOR_INDEX_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ")
+
+INDICES_SCHEMA = StructType(
+    [
+        StructField("name", StringType(), False),
+        StructField("columns", ArrayType(StringType(), False), False),
+        StructField("type", StringType(), True),
+    ]
+)
+COMPACTION_METRICS = ("fragments_removed", "fragments_added", "files_removed", "files_added")
+_CLEANUP_METRICS = (
+    "bytes_removed",
+    "old_versions",
+    "data_files_removed",
+    "transaction_files_removed",
+    "index_files_removed",
+    "deletion_files_removed",
+)
+_VACUUM_SCHEMA = StructType(
+    [StructField(k, LongType(), False) for k in _CLEANUP_METRICS]
+    + [
+        StructField("dry_run", BooleanType(), False),
+        StructField("unreferenced_files_removed", LongType(), False),
+        StructField("staging_markers_removed", LongType(), False),
+        StructField("unreferenced_files", ArrayType(StringType(), False), False),
+    ]
+)
+_FILE_KIND_METRICS = {"data": "data_files_removed", "deletion": "deletion_files_removed"}
+
+
+class LanceOptimizeBuilder:
+    """Returned by :meth:`LanceTable.optimize`.
+
+    Example::
+
+        t.optimize().executeCompaction().show()
+    """
+
+    def __init__(self, table: TableContext) -> None:
+        self._table = table
+
+    def executeCompaction(self, target_rows_per_fragment: int | None = None) -> DataFrame:
+        """Merge small fragments (and drop deleted rows) with Lance's own planner, in one new
+        version (none when there is nothing to do). Returns one row of metrics.
+
+        Example::
+
+            t.optimize().executeCompaction(target_rows_per_fragment=1_000_000).show()
+        """
+        if target_rows_per_fragment is not None and target_rows_per_fragment < 1:
+            raise InvalidOptionError(
+                f"target_rows_per_fragment={target_rows_per_fragment} must be at least 1"
+            )
+        ds = self._table.open()
+        result = ds.optimize.compact_files(target_rows_per_fragment=target_rows_per_fragment)
+        metrics = {k: int(getattr(result, k)) for k in COMPACTION_METRICS}
+        return self._table.one_row(metrics, COMPACTION_METRICS)
+
+
+def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> DataFrame:
+    """See :meth:`LanceTable.vacuum`."""
+    if isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float):
+        raise InvalidOptionError(
+            f"vacuum retentionHours={retention_hours!r} must be a number of hours"
+        )
+    if retention_hours < 0:
+        raise InvalidOptionError(f"vacuum retentionHours={retention_hours} must be at least 0")
+    ds = table.open()
+    older_than = timedelta(hours=retention_hours)
+    orphans = staging.find_orphans(ds, table.uri, older_than=older_than, storage=table.storage)
+    metrics: dict[str, Any] = dict.fromkeys(_CLEANUP_METRICS, 0)
+    if dry_run:
+        explained = ds.explain_cleanup_old_versions(
+            older_than=older_than,
+            error_if_tagged_old_versions=False,
+            include_files=True,
+            max_files=staging.MAX_EXPLAINED_FILES,
+        )
+        metrics.update({k: int(getattr(explained.stats, k)) for k in _CLEANUP_METRICS})
+        # Lance's own rule removes unreferenced files older than 7 days: counted once.
+        swept = {f.path for f in orphans.files}
+        for candidate in explained.candidate_files:
+            if candidate.unverified and staging.relative_path(candidate) in swept:
+                _count_file(metrics, candidate.kind, int(candidate.size_bytes), -1)
+    else:
+        orphans.remove(table.uri, storage=table.storage)
+        stats = ds.cleanup_old_versions(older_than=older_than, error_if_tagged_old_versions=False)
+        metrics.update({k: int(getattr(stats, k)) for k in _CLEANUP_METRICS})
+    for orphan in orphans.files:
+        _count_file(metrics, orphan.kind, orphan.size, 1)
+    row = (
+        *metrics.values(),
+        bool(dry_run),
+        len(orphans.files),
+        len(orphans.markers),
+        [f.path for f in orphans.files],
+    )
+    return table.spark.createDataFrame([row], _VACUUM_SCHEMA)
+
+
+def _count_file(metrics: dict[str, Any], kind: str, size: int, sign: int) -> None:
+    metrics["bytes_removed"] += sign * size
+    if kind in _FILE_KIND_METRICS:
+        metrics[_FILE_KIND_METRICS[kind]] += sign
+
+
+def create_index(
+    table: TableContext, column: str, index_type: str, *, name: str | None, **params: Any
+) -> None:
+    """See :meth:`LanceTable.createIndex`."""
+    kind = str(index_type).strip().upper()
+    if kind not in SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES:
+        raise InvalidOptionError(
+            f"unknown index type {index_type!r}; valid index types: "
+            f"{', '.join(SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES)}"
+        )
+    ds = table.open()
+    if column not in ds.schema.names:
+        raise ColumnNotFoundError(
+            f"column {column!r} does not exist in the Lance table at {table.uri!r}; "
+            f"columns: {', '.join(ds.schema.names)}"
+        )
+    if kind in SCALAR_INDEX_TYPES:
+        ds.create_scalar_index(column, cast(Any, kind), name=name, **params)
+        return
+    col_type = ds.schema.field(column).type
+    if not pa.types.is_fixed_size_list(col_type):
+        raise InvalidOptionError(
+            f"column {column!r} is {col_type}, not a vector (fixed_size_list), which a "
+            f"{kind} index needs (write vectors with option "
+            f"'{column}.arrow.fixed-size-list.size')"
+        )
+    ds.create_index(column, kind, name=name, **params)
+
+
+def list_indices(table: TableContext) -> DataFrame:
+    rows = [
+        (d.name, [str(c) for c in d.field_names], str(d.index_type))
+        for d in sorted(table.open().describe_indices(), key=lambda d: str(d.name))
+    ]
+    return table.spark.createDataFrame(rows, INDICES_SCHEMA)
+
+
+def drop_index(table: TableContext, name: str) -> None:
+    ds = table.open()
+    names = sorted(str(d.name) for d in ds.describe_indices())
+    if name not in names:
+        raise InvalidOptionError(
+            f"index {name!r} does not exist in the Lance table at {table.uri!r}; "
+            f"indexes: {', '.join(names) or 'none'}"
+        )
+    ds.drop_index(name)
