@@ -21,7 +21,9 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=/path/to/python3.11"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	@# compat: the checkout itself goes on sys.path, so Spark's discovery of pyspark_* modules
+	@# (pkgutil.iter_modules: path entries only, not setuptools' editable finder) sees pyspark_lance
+	$(PY) -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
 	@touch $(STAMP)
 
 java: ## Check for Java 17+ (installs OpenJDK 17 with apt when missing and running as root)

@@ -128,6 +128,38 @@ def _resolve_name(table_schema: pa.Schema, name: str) -> str:
     )
 
 
+class _PushFilters:
+    """``LanceReader.pushFilters``, in a form that Spark's read planning does not refuse when
+    filter pushdown is switched off.
+
+    Spark limit (4.3): with ``spark.sql.python.filterPushdown.enabled`` false, Spark's default,
+    planning any read fails with DATA_SOURCE_PUSHDOWN_DISABLED when the reader's
+    ``pushFilters`` is not ``DataSourceReader.pushFilters`` (``plan_data_source_read`` checks
+    ``reader.pushFilters.__func__``), and a data source cannot read the conf to decide. Without
+    ``register`` (which switches the conf on), every read of the ``lance`` format that Spark
+    discovers by itself (``pyspark_lance``) would fail. With the conf off Spark never calls
+    ``pushFilters`` and evaluates every filter itself, so not pushing is correct; with it on,
+    Spark calls this and the filters are pushed as usual.
+    """
+
+    def __get__(self, reader: LanceReader | None, owner: type | None = None) -> Any:
+        if reader is None:
+            return DataSourceReader.pushFilters
+        return _BoundPushFilters(reader)
+
+
+class _BoundPushFilters:
+    __slots__ = ("_reader",)
+    # What Spark compares with DataSourceReader.pushFilters (see _PushFilters).
+    __func__ = staticmethod(DataSourceReader.pushFilters)
+
+    def __init__(self, reader: LanceReader) -> None:
+        self._reader = reader
+
+    def __call__(self, filters: list[Filter]) -> Iterator[Filter]:
+        return self._reader._push_filters(filters)
+
+
 # Index-pruned planning is used when the indexed filter matches at most 1/N of the rows.
 _INDEX_PRUNE_FRACTION = 20
 _OFFSET_MASK = 0xFFFFFFFF
@@ -150,7 +182,9 @@ class LanceReader(DataSourceReader):
     pushed_filter: str | None = None
     output_schema: StructType = field(default_factory=StructType)
 
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+    pushFilters = _PushFilters()  # DataSourceReader.pushFilters (see _PushFilters)
+
+    def _push_filters(self, filters: list[Filter]) -> Iterator[Filter]:
         renamed = dict(zip(self.projection.spark_names, self.projection.lance_columns, strict=True))
         by_lance: list[Filter] = []
         originals: dict[int, Filter] = {}

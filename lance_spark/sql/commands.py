@@ -12,8 +12,7 @@ to Spark (its result and errors are Spark's).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,12 +39,16 @@ class _Tokenizer(Spark.Tokenizer):
     COMMANDS: ClassVar[set[TokenType]] = set()
 
 
-def run_statement(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
-    """Run ``text`` if it is one of this module's statements on a Lance table, else None."""
+def run_statement(
+    spark: SparkSession, run: Run, text: str, *, tree: exp.Expr | None
+) -> DataFrame | None:
+    """Run ``text`` if it is one of this module's statements on a Lance table, else None.
+    ``tree`` is ``text`` parsed by :func:`~lance_spark.sql.targets.parse_sql` (None when it
+    does not parse); time travel rewrites it in place."""
     result = _command(spark, run, text)
     if result is not None:
         return result
-    return _time_travel(spark, run, text)
+    return None if tree is None else _time_travel(spark, run, tree)
 
 
 # --- Delta-style commands ---------------------------------------------------------------------
@@ -388,35 +391,45 @@ def _word(token: Token) -> str:
 # --- time travel in queries -------------------------------------------------------------------
 
 
-def _time_travel(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
+def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | None:
     """A query naming a Lance table ``VERSION AS OF`` / ``TIMESTAMP AS OF`` or by path: each
-    such reference is replaced by a temporary view of that version, then Spark runs it."""
-    try:
-        tree = parse_sql(text)
-    except sqlglot.errors.ParseError:
-        return None
+    such reference is replaced by a DataFrame of that version, passed to ``spark.sql`` as a
+    keyword argument (``spark.sql("... {t0} ...", t0=frame)``).
+
+    Not temporary views of our own: a Connect session analyses a query lazily, after the
+    statement has returned, so views dropped on return are gone by then
+    (TABLE_OR_VIEW_NOT_FOUND). Spark turns DataFrame arguments into references to their
+    plans on Connect, and into views it drops itself once the query is analysed on a classic
+    session, so no view is left behind in either."""
     references = [
         t for t in tree.find_all(exp.Table) if t.args.get("version") is not None or path_of(t)
     ]
     if not references:
         return None
-    with _views(spark) as view_of:
-        for reference in references:
-            travel = reference.args.get("version")
-            bare = reference.copy()
-            bare.set("version", None)
-            bare.set("alias", None)
-            table = lance_table(spark, bare)
-            if table is None:
-                return None  # not a Lance table: Spark's own result or error
-            frame = table.toDF(**_travel(travel))
-            view = exp.Table(this=exp.to_identifier(view_of(frame)))
-            if reference.alias:
-                view.set("alias", reference.args["alias"])
-            elif path_of(reference) is None:
-                view.set("alias", exp.TableAlias(this=exp.to_identifier(reference.name)))
-            reference.replace(view)
-        return run(tree.sql(dialect="spark"))
+    marker = f"__lance_spark_ref_{uuid.uuid4().hex}_"
+    frames: dict[str, DataFrame] = {}
+    for reference in references:
+        travel = reference.args.get("version")
+        bare = reference.copy()
+        bare.set("version", None)
+        bare.set("alias", None)
+        table = lance_table(spark, bare)
+        if table is None:
+            return None  # not a Lance table: Spark's own result or error
+        key = f"lance_ref_{len(frames)}"
+        frames[key] = table.toDF(**_travel(travel))
+        placeholder = exp.Table(this=exp.to_identifier(marker + key))
+        if reference.alias:
+            placeholder.set("alias", reference.args["alias"])
+        elif path_of(reference) is None:
+            placeholder.set("alias", exp.TableAlias(this=exp.to_identifier(reference.name)))
+        reference.replace(placeholder)
+    # The text goes through str.format: braces of the statement itself (in string literals
+    # or quoted names) are doubled, then each placeholder becomes a {field}.
+    query = tree.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
+    for key in frames:
+        query = query.replace(marker + key, "{" + key + "}")
+    return run(query, **frames)
 
 
 def _travel(version: exp.Expression | None) -> dict[str, Any]:
@@ -428,21 +441,3 @@ def _travel(version: exp.Expression | None) -> dict[str, Any]:
             return {"version": int(value.this)}
         return {"tag": value.name}  # VERSION AS OF 'train-v1': a tag
     return {"timestamp": value.name}
-
-
-@contextmanager
-def _views(spark: SparkSession) -> Iterator[Callable[[DataFrame], str]]:
-    """Temporary views for one statement; dropped once Spark has analysed it."""
-    names: list[str] = []
-
-    def view_of(frame: DataFrame) -> str:
-        name = f"__lance_spark_{uuid.uuid4().hex}"
-        frame.createOrReplaceTempView(name)
-        names.append(name)
-        return name
-
-    try:
-        yield view_of
-    finally:
-        for name in names:
-            spark.catalog.dropTempView(name)

@@ -66,35 +66,36 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
     setattr(spark, _MARKER, True)
 
 
-# A handler runs the statement when it is one of its own on a Lance table and returns the
-# result; it returns None to leave the statement to Spark.
-Handler = Callable[[SparkSession, Callable[..., DataFrame], str], DataFrame | None]
-
-
-def _handlers() -> tuple[Handler, ...]:
+def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:
+    """Run ``text`` when it is a Lance statement; None leaves it to Spark. The text is parsed
+    with sqlglot once here (CREATE TABLE, time travel); MERGE / UPDATE / DELETE and the
+    Delta-style commands are first recognised from their tokens."""
     from lance_spark.sql import commands, dml
 
-    # DML first: WITH ... MERGE INTO is a statement, not a query to time-travel.
-    return (dml.run_statement, commands.run_statement)
-
-
-def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:
-    statement = parse(text)
-    if isinstance(statement, CreateTable):
+    tree = _parse_or_none(text)
+    statement = _create_table_statement(tree)
+    if statement is not None:
         return _create_table(spark, run, text, statement)
-    for handler in _handlers():
-        result = handler(spark, run, text)
-        if result is not None:
-            return result
-    return None
+    # DML first: WITH ... MERGE INTO is a statement, not a query to time-travel.
+    result = dml.run_statement(spark, run, text)
+    if result is None:
+        result = commands.run_statement(spark, run, text, tree=tree)
+    return result
 
 
 def parse(text: str) -> CreateTable | None:
     """The Lance statement in ``text``, or None when Spark should run it unchanged."""
+    return _create_table_statement(_parse_or_none(text))
+
+
+def _parse_or_none(text: str) -> exp.Expr | None:
     try:
-        tree = parse_sql(text)
-    except sqlglot.errors.ParseError:
-        return None
+        return parse_sql(text)
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return None  # Spark's parser reports it (an unclosed quote or comment: TokenError)
+
+
+def _create_table_statement(tree: exp.Expr | None) -> CreateTable | None:
     if not isinstance(tree, exp.Create) or str(tree.args.get("kind", "")).upper() != "TABLE":
         return None
     query = tree.expression
@@ -144,7 +145,8 @@ def _create_table_as(
             f"register it with CREATE TABLE {stmt.name} USING lance LOCATION '{uri}' and "
             "INSERT INTO it"
         )
-    run(query).write.format(FORMAT_NAME).options(**stmt.options).mode("append").save(uri)
+    # The session's spark.sql: the query may read Lance tables by path or VERSION AS OF.
+    spark.sql(query).write.format(FORMAT_NAME).options(**stmt.options).mode("append").save(uri)
     return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
 
 

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from lance_spark import LanceTable, SqlSyntaxError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 
 @pytest.fixture
@@ -43,6 +43,56 @@ def test_version_and_timestamp_as_of(spark: SparkSession, pets: str) -> None:
     v1 = lance.dataset(pets).versions()[0]["timestamp"].astimezone().isoformat()
     assert _count(spark, f"SELECT count(*) FROM pets TIMESTAMP AS OF '{v1}'") == 10
     assert _count(spark, f"SELECT count(*) FROM lance.`{pets}` VERSION AS OF 1") == 10
+
+
+def _temporary_views(spark: SparkSession) -> list[str]:
+    return sorted(t.name for t in spark.catalog.listTables() if t.isTemporary)
+
+
+def test_time_travel_is_analysed_lazily_and_leaves_no_view(spark: SparkSession, pets: str) -> None:
+    before = _temporary_views(spark)
+    old = spark.sql(f"SELECT id FROM lance.`{pets}` VERSION AS OF 1 WHERE id >= 8")
+    named = spark.sql("SELECT p.id FROM pets VERSION AS OF 1 AS p WHERE p.id < 2")
+    # A Connect session analyses a query again when it runs: after spark.sql has returned,
+    # and after other statements. Nothing the front made for the statement may be gone.
+    spark.sql("INSERT INTO pets VALUES (100, 'v100')")
+    assert sorted(r.id for r in old.collect()) == [8, 9]
+    assert sorted(r.id for r in named.collect()) == [0, 1]
+    assert sorted(r.id for r in old.union(named).collect()) == [0, 1, 8, 9]
+    assert _temporary_views(spark) == before
+
+
+def test_time_travel_keeps_the_statement_s_braces(spark: SparkSession, pets: str) -> None:
+    # The rewritten statement goes through str.format (DataFrame arguments of spark.sql).
+    row = spark.sql(
+        "SELECT '{x}' AS a, '{{y}}' AS b, '}' AS c, count(*) AS `n{}` FROM pets VERSION AS OF 1"
+    ).first()
+    assert tuple(row) == ("{x}", "{{y}}", "}", 10)
+    assert row.asDict() == {"a": "{x}", "b": "{{y}}", "c": "}", "n{}": 10}
+
+
+def test_time_travel_of_another_table_is_spark_s(spark: SparkSession, pets: str) -> None:
+    # One reference is not a Lance table: the whole statement is Spark's, with its error.
+    with pytest.raises(AnalysisException) as caught:
+        spark.sql("SELECT * FROM pets VERSION AS OF 1 JOIN nowhere VERSION AS OF 2").collect()
+    assert "Lance" not in str(caught.value)
+    assert _temporary_views(spark) == []
+
+
+def test_parameterised_statements_go_to_spark(spark: SparkSession, pets: str) -> None:
+    # With args or keyword arguments spark.sql is Spark's own, unchanged.
+    assert spark.sql("SELECT :a + 1 AS v", {"a": 4}).first().v == 5
+    assert spark.sql("SELECT ? AS v", [7]).first().v == 7
+    frame = spark.table("pets")
+    assert spark.sql("SELECT count(*) AS n FROM {t} WHERE id < {k}", t=frame, k=3).first().n == 3
+
+
+def test_unclosed_quote_is_spark_s_parse_error(spark: SparkSession, pets: str) -> None:
+    # sqlglot cannot tokenize it: the statement goes to Spark, whose parser reports it.
+    with pytest.raises(ParseException, match=r"PARSE_SYNTAX_ERROR|UNCLOSED"):
+        spark.sql("SELECT 'abc FROM pets")
+    with pytest.raises(ParseException):
+        spark.sql("SELECT 1 /* not closed")
 
 
 def test_two_versions_of_one_table_joined(spark: SparkSession, pets: str) -> None:
@@ -173,6 +223,20 @@ def test_create_table_as_select(spark: SparkSession, tmp_path: Path) -> None:
     spark.sql("DROP TABLE ctas")
     with pytest.raises(ValueError, match="already exists at"):
         spark.sql(f"CREATE TABLE ctas USING lance LOCATION '{uri}' AS SELECT 1 AS id")
+
+
+def test_create_table_as_select_of_an_old_version(
+    spark: SparkSession, pets: str, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "ctas_old.lance")
+    spark.sql("DROP TABLE IF EXISTS ctas_old")
+    spark.sql(
+        f"CREATE TABLE ctas_old USING lance LOCATION '{uri}' AS "
+        f"SELECT id, label FROM lance.`{pets}` VERSION AS OF 1 WHERE id < 5"
+    )
+    assert sorted(lance.dataset(uri).to_table().to_pydict()["id"]) == [0, 1, 2, 3, 4]
+    assert _count(spark, "SELECT count(*) FROM ctas_old") == 5
+    spark.sql("DROP TABLE ctas_old")
 
 
 @pytest.mark.parametrize(
