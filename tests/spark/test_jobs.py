@@ -49,7 +49,12 @@ def test_merge_cardinality_violation_arrives_as_itself(spark: SparkSession, tabl
     before = _state(table_uri)
     src = spark.createDataFrame([(7, "a"), (7, "b")], "id long, val string")
     with pytest.raises(CardinalityViolationError, match="MERGE_CARDINALITY_VIOLATION") as raised:
-        t.alias("t").merge(src.alias("s"), "s.id = t.id").whenMatchedUpdateAll().execute()
+        (
+            t.alias("t")
+            .merge(src.alias("s"), "s.id = t.id")
+            .whenMatchedUpdate(set={"val": "s.val"})
+            .execute()
+        )
     assert '"id": 7' in str(raised.value) and str(raised.value).endswith("Nothing was committed.")
     assert _state(table_uri) == before
 
