@@ -469,10 +469,10 @@ def _add_task(
                     raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
                 values = _fragment_values(fragment_id, (b for _, b in group), target, keyed, tally)
                 relay = ErrorRelay()
-                batches = files.watch(relay.watch(_primed(values)))
+                fed = files.watch(relay.watch(_primed(values)))
                 with relay:
                     metadata, merged = fragment.merge_columns(
-                        pa.RecordBatchReader.from_batches(target, batches)
+                        pa.RecordBatchReader.from_batches(target, fed)
                     )
                 old = {f.path for f in fragment.metadata.files}
                 paths = [f.path for f in metadata.files if f.path not in old]

@@ -66,7 +66,9 @@ def _shipping(task: Task) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.Re
         except LanceSparkError as err:
             if not _jobs.shippable(err):
                 raise
-            err.add_note("Raised in a Spark task:\n" + "".join(traceback.format_exception(err)))
+            err.add_note(
+                "Raised in a Spark task:\n" + "".join(traceback.format_exception(err, chain=False))
+            )
             yield _jobs.encode(TaskResult(error=err))
 
     return run
