@@ -86,10 +86,6 @@ def commit(
     return int(ds.version)
 
 
-def fragments_from_json(messages: Sequence[Sequence[str]]) -> list[FragmentMetadata]:
-    return [FragmentMetadata.from_json(doc) for docs in messages for doc in docs]
-
-
 def append_op(fragments: Sequence[FragmentMetadata]) -> lance.LanceOperation.BaseOperation:
     return lance.LanceOperation.Append(list(fragments))
 

@@ -2,16 +2,16 @@
 
 Planning (on the driver, before any task runs) pins ``read_version`` and the target Arrow
 schema, so schema errors surface before a single file is written. Each task streams its
-batches through :func:`lance.fragment.write_fragments` and returns the fragment metadata
-as JSON; :meth:`LanceWriter.commit` turns all of them into ONE Lance transaction.
+batches through :func:`lance.fragment.write_fragments` and returns what it wrote as a
+:class:`~lance_spark.source.jobs.TaskResult` (Spark's commit message);
+:meth:`LanceWriter.commit` turns all of them into ONE Lance transaction.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -21,10 +21,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lance_spark.errors import CommitConflictError, SchemaMismatchError
+from lance_spark.errors import SchemaMismatchError
 from lance_spark.source import commit as _commit
 from lance_spark.source import dataset, staging
 from lance_spark.source import types as _types
+from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, combine
 from lance_spark.source.options import WriteOptions
 
 _log = logging.getLogger(__name__)
@@ -37,14 +38,9 @@ class WriteMode(Enum):
     OVERWRITE = "overwrite"
 
 
-@dataclass(frozen=True)
-class LanceCommitMessage(WriterCommitMessage):
-    """What one task wrote: fragment metadata as JSON, its data files, row and byte counts."""
-
-    fragments: tuple[str, ...]
-    files: tuple[str, ...]  # data file paths relative to data/, for metrics and abort
-    num_rows: int
-    num_bytes: int
+# TaskResult counts of a write task.
+ROWS = "rows"
+BYTES = "bytes"
 
 
 @dataclass
@@ -58,64 +54,74 @@ class LanceWriter(DataSourceArrowWriter):
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     # --- executors ------------------------------------------------------------------------
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
         counter = _Counter()
         files = staging.TaskFiles(self.uri, self.job_id, storage=self.options.storage)
+        relay = ErrorRelay()
         batches = (counter.count(_types.conform_write_batch(b, self.target)) for b in iterator)
-        reader = pa.RecordBatchReader.from_batches(self.target, files.watch(batches))
+        reader = pa.RecordBatchReader.from_batches(self.target, files.watch(relay.watch(batches)))
         # On failure write_fragments removes what it wrote (checked with pylance 14), so a
         # failed task attempt leaves no files behind; a killed one leaves what `files`
         # recorded (finished files and its open temporary), which the driver deletes. Only a
         # plain append is checked against the table's schema: the others write a schema the
         # table does not have (yet).
-        fragments = write_fragments(
-            reader,
-            self.uri,
-            schema=self.target,
-            mode="append" if self.mode is WriteMode.APPEND else "overwrite",
-            max_rows_per_file=self.options.max_rows_per_file,
-            max_rows_per_group=self.options.max_rows_per_group,
-            max_bytes_per_file=self.options.max_bytes_per_file,
-            data_storage_version=self.options.data_storage_version if self._creates() else None,
-            enable_stable_row_ids=bool(self._stable_row_ids()) if self._creates() else False,
-            storage_options=dict(self.options.storage) or None,
-            progress=files.progress(),
-        )
-        docs = tuple(json.dumps(f.to_json()) for f in fragments)
+        with relay:  # a connector error raised in ``batches`` is raised as itself
+            fragments = write_fragments(
+                reader,
+                self.uri,
+                schema=self.target,
+                mode="append" if self.mode is WriteMode.APPEND else "overwrite",
+                max_rows_per_file=self.options.max_rows_per_file,
+                max_rows_per_group=self.options.max_rows_per_group,
+                max_bytes_per_file=self.options.max_bytes_per_file,
+                data_storage_version=(
+                    self.options.data_storage_version if self._creates() else None
+                ),
+                enable_stable_row_ids=bool(self._stable_row_ids()) if self._creates() else False,
+                storage_options=dict(self.options.storage) or None,
+                progress=files.progress(),
+            )
         paths = [file.path for f in fragments for file in f.files]
         files.record(data=paths)  # the progress hook recorded them already; this is cheap
-        return LanceCommitMessage(
-            fragments=docs, files=tuple(paths), num_rows=counter.rows, num_bytes=counter.bytes
+        return TaskResult(
+            new_fragments=tuple(fragments),
+            files=tuple(paths),
+            counts={ROWS: counter.rows, BYTES: counter.bytes},
         )
 
     # --- driver -----------------------------------------------------------------------------
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        written = [m for m in messages if isinstance(m, LanceCommitMessage)]
-        fragments = _commit.fragments_from_json([m.fragments for m in written])
-        if self.mode is WriteMode.APPEND and not fragments:
-            _log.info("append of zero rows to %s: nothing to commit", self.uri)
-            self._finish()
-            return
-        if self.mode is WriteMode.APPEND:
-            op = _commit.append_op(fragments)
-        elif self.mode is WriteMode.APPEND_NEW_COLUMNS:
-            op = _commit.add_columns_op(
-                self.uri, self.read_version, self.target, fragments, storage=self.options.storage
+        done = combine(m for m in messages if isinstance(m, TaskResult))
+        # Ends the job: finished on success, aborted on any failure (Spark aborts it again
+        # when commit raises, which finds nothing left to do).
+        with self._job(done.files):
+            fragments = list(done.new_fragments)
+            if self.mode is WriteMode.APPEND and not fragments:
+                _log.info("append of zero rows to %s: nothing to commit", self.uri)
+                return
+            if self.mode is WriteMode.APPEND:
+                op = _commit.append_op(fragments)
+            elif self.mode is WriteMode.APPEND_NEW_COLUMNS:
+                op = _commit.add_columns_op(
+                    self.uri,
+                    self.read_version,
+                    self.target,
+                    fragments,
+                    storage=self.options.storage,
+                )
+            else:
+                op = _commit.overwrite_op(self.target, fragments)
+            info = _commit.CommitInfo(
+                operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
+                parameters=self._parameters(),
+                metrics={
+                    "numFiles": len(done.files),
+                    "numOutputRows": done.counts.get(ROWS, 0),
+                    "numOutputBytes": done.counts.get(BYTES, 0),
+                },
+                user_metadata=self.options.user_metadata,
+                app_id=self.app_id,
             )
-        else:
-            op = _commit.overwrite_op(self.target, fragments)
-        info = _commit.CommitInfo(
-            operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
-            parameters=self._parameters(),
-            metrics={
-                "numFiles": sum(len(m.files) for m in written),
-                "numOutputRows": sum(m.num_rows for m in written),
-                "numOutputBytes": sum(m.num_bytes for m in written),
-            },
-            user_metadata=self.options.user_metadata,
-            app_id=self.app_id,
-        )
-        try:
             _commit.commit(
                 self.uri,
                 op,
@@ -124,25 +130,18 @@ class LanceWriter(DataSourceArrowWriter):
                 storage=self.options.storage,
                 enable_stable_row_ids=self._stable_row_ids() if self._creates() else None,
             )
-        except CommitConflictError:
-            self.abort(messages)
-            raise
-        self._finish()
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        known = [p for m in messages if isinstance(m, LanceCommitMessage) for p in m.files]
-        staging.abort_job(
-            self.uri,
-            self.job_id,
-            known,
-            read_version=self.read_version,
-            storage=self.options.storage,
-        )
+        self._job(p for m in messages if isinstance(m, TaskResult) for p in m.files).abort()
 
-    def _finish(self) -> None:
-        """Delete what failed or speculative task attempts wrote, then the job's markers."""
-        staging.finish_job(
-            self.uri, self.job_id, read_version=self.read_version, storage=self.options.storage
+    def _job(self, known_paths: Iterable[str] = ()) -> StagedJob:
+        """The job :func:`plan_write` began (its tasks record the files they write in it)."""
+        return StagedJob(
+            self.uri,
+            self.read_version,
+            self.options.storage,
+            job_id=self.job_id,
+            known_paths=tuple(known_paths),
         )
 
     def _parameters(self) -> dict[str, str]:
@@ -207,7 +206,12 @@ def plan_write(
 
 
 def _opened(writer: LanceWriter) -> LanceWriter:
-    staging.begin_job(writer.uri, writer.job_id, storage=writer.options.storage)
+    StagedJob.begin(
+        writer.uri,
+        read_version=writer.read_version,
+        storage=writer.options.storage,
+        job_id=writer.job_id,
+    )
     return writer
 
 

@@ -17,8 +17,8 @@ changed a fragment the statement changes, or added rows the statement's read set
 DELETE conditions), the statement is redone from the start on the newer version. Otherwise it
 commits on the latest version it checked, listing a sentinel fragment so that Lance reports a
 retryable conflict to the later of two row-level commits racing after their checks; that one
-is redone too. At most ``MAX_ATTEMPTS`` attempts, with a short jittered pause between them,
-then :class:`~lance_spark.errors.ConcurrentModificationError`. Appends never conflict with
+is redone too, by :func:`lance_spark.table.jobs.with_retry` (a bounded number of attempts,
+then :class:`~lance_spark.errors.ConcurrentModificationError`). Appends never conflict with
 each other. A blind append that commits between a statement's check and its commit is not
 seen by the statement: the result is that of the statement followed by the append (Delta's
 ``WriteSerializable``, where blind appends never conflict with a MERGE either); appends
@@ -28,9 +28,6 @@ committed before the check are checked like any other commit.
 from __future__ import annotations
 
 import json
-import random
-import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -49,7 +46,6 @@ from lance_spark import _spark
 from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
-    CommitConflictError,
     ConcurrentModificationError,
     InvalidOptionError,
 )
@@ -57,15 +53,11 @@ from lance_spark.source import commit as _commit
 from lance_spark.source import dataset, session, staging
 from lance_spark.source import reader as _reader
 from lance_spark.source import types as _types
+from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
 from lance_spark.source.options import COLUMNS, encode_names
 from lance_spark.table import conflicts as _conflicts
+from lance_spark.table import jobs as _jobs
 
-# Each attempt is a whole Spark job; a handful of writers racing on the same rows settle in a
-# few rounds (one wins each round). Between attempts: a random pause of up to
-# min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2 ** retries), so racers do not meet again at once.
-MAX_ATTEMPTS = 8
-_BACKOFF_BASE_S = 0.2
-_BACKOFF_MAX_S = 3.0
 _OFFSET_MASK = 0xFFFFFFFF
 
 # What a change row does to the table.
@@ -80,18 +72,6 @@ OFFSET = "__lance_spark_offset"
 ROW_ID = "__lance_spark_row_id"
 KIND = "__lance_spark_kind"
 _ADDRESS = (FRAG, OFFSET, ROW_ID, KIND)
-
-_RESULT_ARROW = pa.schema(
-    [
-        # "new": a fragment written; "deleted": a deletion file written; "metric": a count
-        # (name in `detail`); "violation": a target row matched twice (offset in `rows`)
-        ("kind", pa.string()),
-        ("fragment_id", pa.int64()),
-        ("detail", pa.string()),  # FragmentMetadata JSON (None: no row left), or metric name
-        ("rows", pa.int64()),
-    ]
-)
-_RESULT_SCHEMA = "kind string, fragment_id long, detail string, rows long"
 
 
 @dataclass(frozen=True)
@@ -143,15 +123,6 @@ class ChangeCounts:
     @property
     def affected(self) -> int:
         return self.updated + self.deleted + self.inserted
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    counts: Counter[str]
-    updated: list[FragmentMetadata]  # fragments with a new deletion file
-    removed: list[int]  # fragments of which no row is left
-    new: list[FragmentMetadata]  # fragments holding written rows
-    violations: list[tuple[int, int]]  # (fragment id, offset) of target rows matched twice
 
 
 def delete_where(
@@ -235,45 +206,23 @@ def run(
     plan: Callable[[Pinned], ChangePlan],
 ) -> ChangeCounts:
     """Pin, plan, run one job and commit one transaction; redo it all when a concurrent
-    commit overlaps it or Lance calls the commit retryable (at most ``MAX_ATTEMPTS`` times,
-    then :class:`ConcurrentModificationError`). Nothing is committed on any failure."""
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        if attempt > 1:
-            time.sleep(random.uniform(0, min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))))
+    commit overlaps it or Lance calls the commit retryable (:func:`_jobs.with_retry`, then
+    :class:`ConcurrentModificationError`). Nothing is committed on any failure."""
+
+    def attempt() -> ChangeCounts:
         target = pin(spark, uri, storage)
         change = plan(target)
-        job_id = uuid.uuid4().hex
-        done = False
-        try:
-            outcome = _execute(change, target, storage, job_id)
+        with StagedJob.begin(uri, read_version=target.version, storage=storage) as job:
+            outcome = _execute(change, target, storage, job.job_id)
             if outcome.violations:
                 raise _cardinality_error(target, outcome.violations[0], storage)
             counts = _counts(outcome, None)
-            if counts.affected == 0 and not outcome.new:
-                done = True
+            if counts.affected == 0 and not outcome.new_fragments:
                 return counts  # nothing matched: no new version
-            try:
-                version = _commit_changes(change, target, outcome, counts, storage, app_id)
-            except CommitConflictError as err:
-                if err.retryable and attempt < MAX_ATTEMPTS:
-                    continue  # the finally below removes this attempt's files
-                if err.retryable:
-                    raise ConcurrentModificationError(
-                        f"{err} (gave up after {attempt} attempt(s))",
-                        read_version=getattr(err, "read_version", None),
-                        conflicting_version=getattr(err, "conflicting_version", None),
-                    ) from err
-                raise CommitConflictError(
-                    f"{err} (gave up after {attempt} attempt(s))", retryable=err.retryable
-                ) from err
-            done = True
+            version = _commit_changes(change, target, outcome, counts, storage, app_id)
             return replace(_counts(outcome, version), added_columns=_evolves(change, target))
-        finally:
-            if done:
-                staging.finish_job(uri, job_id, read_version=target.version, storage=storage)
-            else:
-                staging.abort_job(uri, job_id, [], read_version=target.version, storage=storage)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+
+    return _jobs.with_retry(attempt)
 
 
 # --- the driver side ----------------------------------------------------------------------------
@@ -396,7 +345,9 @@ def as_column(value: str | Column) -> Column:
     return F.expr(value) if isinstance(value, str) else value
 
 
-def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job: str) -> _Outcome:
+def _execute(
+    change: ChangePlan, target: Pinned, storage: Mapping[str, str], job: str
+) -> TaskResult:
     rows = change.rows
     hashable = [
         F.col(_spark.quote_identifier(f.name))
@@ -411,7 +362,6 @@ def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job
         F.lit(-1) - F.pmod(F.hash(*hashable) if hashable else F.lit(0), F.lit(buckets)),
     )
     evolved = _evolves(change, target)
-    staging.begin_job(target.uri, job, storage=storage)
     task = _change_task(
         target.uri,
         target.version,
@@ -425,19 +375,7 @@ def _execute(change: ChangePlan, target: Pinned, storage: Mapping[str, str], job
     # Rewritten rows first, inserted rows last: a fragment's carried-over row ids must bind
     # to its leading rows (lance.fragment.RowIdSequence).
     ordered = rows.repartition(key).sortWithinPartitions(F.col(KIND) == F.lit(KIND_INSERT))
-    results = ordered.mapInArrow(task, _RESULT_SCHEMA).collect()
-    counts: Counter[str] = Counter()
-    for r in results:
-        if r.kind == "metric":
-            counts[str(r.detail)] += int(r.rows)
-    deleted = [r for r in results if r.kind == "deleted"]
-    return _Outcome(
-        counts=counts,
-        updated=[FragmentMetadata.from_json(r.detail) for r in deleted if r.detail],
-        removed=[int(r.fragment_id) for r in deleted if not r.detail],
-        new=[FragmentMetadata.from_json(r.detail) for r in results if r.kind == "new"],
-        violations=[(int(r.fragment_id), int(r.rows)) for r in results if r.kind == "violation"],
-    )
+    return _jobs.run_tasks(ordered, task)
 
 
 def _evolves(change: ChangePlan, target: Pinned) -> bool:
@@ -445,21 +383,21 @@ def _evolves(change: ChangePlan, target: Pinned) -> bool:
     return change.write_schema is not None and change.write_schema != target.schema
 
 
-def _counts(outcome: _Outcome, version: int | None) -> ChangeCounts:
+def _counts(outcome: TaskResult, version: int | None) -> ChangeCounts:
     return ChangeCounts(
         version=version,
-        updated=outcome.counts[KIND_UPDATE],
-        deleted=outcome.counts[KIND_DELETE],
-        inserted=outcome.counts[KIND_INSERT],
-        touched_fragments=len(outcome.updated) + len(outcome.removed),
-        written_fragments=len(outcome.new),
+        updated=outcome.counts.get(KIND_UPDATE, 0),
+        deleted=outcome.counts.get(KIND_DELETE, 0),
+        inserted=outcome.counts.get(KIND_INSERT, 0),
+        touched_fragments=len(outcome.updated_fragments) + len(outcome.removed_fragment_ids),
+        written_fragments=len(outcome.new_fragments),
     )
 
 
 def _commit_changes(
     change: ChangePlan,
     target: Pinned,
-    outcome: _Outcome,
+    outcome: TaskResult,
     counts: ChangeCounts,
     storage: Mapping[str, str],
     app_id: str | None,
@@ -469,7 +407,7 @@ def _commit_changes(
         "numDeletedRows": counts.deleted,
         "numInsertedRows": counts.inserted,
         "numTouchedFragments": counts.touched_fragments,
-        "numRemovedFragments": len(outcome.removed),
+        "numRemovedFragments": len(outcome.removed_fragment_ids),
         "numAddedFragments": counts.written_fragments,
     }
     evolved = _evolves(change, target)
@@ -481,7 +419,7 @@ def _commit_changes(
         app_id=app_id,
     )
     operation: lance.LanceOperation.BaseOperation
-    if evolved and change.write_schema is not None and not outcome.removed:
+    if evolved and change.write_schema is not None and not outcome.removed_fragment_ids:
         # One Merge on the pinned version: Lance fails it (retryable) on any concurrent
         # change of the table's data, so it needs no check of its own.
         operation = _merge_op(target, outcome, change.write_schema, storage)
@@ -506,7 +444,7 @@ def _commit_changes(
 def _check_concurrent(
     change: ChangePlan,
     target: Pinned,
-    outcome: _Outcome,
+    outcome: TaskResult,
     read_version: int,
     storage: Mapping[str, str],
 ) -> lance.LanceDataset:
@@ -515,7 +453,7 @@ def _check_concurrent(
     latest = dataset.open_latest(target.uri, storage=storage)
     if int(latest.version) == read_version:
         return latest
-    touched = {f.id for f in outcome.updated} | set(outcome.removed)
+    touched = {f.id for f in outcome.updated_fragments} | set(outcome.removed_fragment_ids)
     overlap = _conflicts.find_overlap(
         target.uri,
         storage=storage,
@@ -536,24 +474,26 @@ def _check_concurrent(
 
 
 def _row_level_op(
-    outcome: _Outcome, latest: lance.LanceDataset, predicate: str
+    outcome: TaskResult, latest: lance.LanceDataset, predicate: str
 ) -> lance.LanceOperation.BaseOperation:
     """The change as one Lance operation on ``latest``, visible to Lance's conflict check
     against every other row-level commit (see :mod:`lance_spark.table.conflicts`)."""
-    touched = {f.id for f in outcome.updated} | set(outcome.removed)
+    removed = list(outcome.removed_fragment_ids)
+    new = list(outcome.new_fragments)
+    touched = {f.id for f in outcome.updated_fragments} | set(removed)
     sentinel = _conflicts.sentinel(latest, touched)
     if sentinel is None and not touched:
         # No fragment at all: the change only inserts. A Merge listing the new fragments
         # conflicts with every concurrent data change (an Update of no fragment would not).
         start = _conflicts.next_fragment_id(latest)
-        for offset, fragment in enumerate(outcome.new):
+        for offset, fragment in enumerate(new):
             fragment.id = start + offset
-        return lance.LanceOperation.Merge(list(outcome.new), latest.lance_schema)
-    updated = [*outcome.updated, *([sentinel] if sentinel is not None else [])]
-    if not outcome.new:
-        return lance.LanceOperation.Delete(updated, outcome.removed, predicate)
+        return lance.LanceOperation.Merge(new, latest.lance_schema)
+    updated = [*outcome.updated_fragments, *([sentinel] if sentinel is not None else [])]
+    if not new:
+        return lance.LanceOperation.Delete(updated, removed, predicate)
     return lance.LanceOperation.Update(
-        removed_fragment_ids=outcome.removed, updated_fragments=updated, new_fragments=outcome.new
+        removed_fragment_ids=removed, updated_fragments=updated, new_fragments=new
     )
 
 
@@ -565,23 +505,25 @@ def _add_null_columns(target: Pinned, schema: pa.Schema, storage: Mapping[str, s
 
 
 def _merge_op(
-    target: Pinned, outcome: _Outcome, schema: pa.Schema, storage: Mapping[str, str]
+    target: Pinned, outcome: TaskResult, schema: pa.Schema, storage: Mapping[str, str]
 ) -> lance.LanceOperation.BaseOperation:
     """Columns were added (MERGE with schema evolution): Lance's ``Update`` cannot change the
     schema, so commit ONE ``Merge`` listing every fragment (touched ones with their new
     deletion files) under the widened schema. ``Merge`` assigns new row ids to the written
     fragments: it rejects carried-over ones."""
     ds = dataset.open_version(target.uri, target.version, storage=storage)
-    replaced = {f.id: f for f in outcome.updated}
-    gone = set(outcome.removed)
+    replaced = {f.id: f for f in outcome.updated_fragments}
+    gone = set(outcome.removed_fragment_ids)
     existing = ds.get_fragments()
     kept = [replaced.get(f.fragment_id, f.metadata) for f in existing]
     fragments = [f for f in kept if f.id not in gone]
     next_id = max((f.fragment_id for f in existing), default=-1) + 1
-    for offset, fragment in enumerate(outcome.new):
+    for offset, fragment in enumerate(outcome.new_fragments):
         fragment.id = next_id + offset
         fragment.row_id_meta = None
-    return lance.LanceOperation.Merge([*fragments, *outcome.new], LanceSchema.from_pyarrow(schema))
+    return lance.LanceOperation.Merge(
+        [*fragments, *outcome.new_fragments], LanceSchema.from_pyarrow(schema)
+    )
 
 
 def _cardinality_error(
@@ -613,13 +555,13 @@ def _change_task(
     check_cardinality: bool,
     job_id: str,
     storage: dict[str, str],
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+) -> _jobs.Task:
     """Each task streams the rows to write (updated first, then inserted) into fragment
     files, then writes one deletion file per target fragment it holds (all of a fragment's
     change rows are in one task) and records every file it wrote for an abort."""
     written_kinds = pa.array([KIND_UPDATE, KIND_INSERT])
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
         deletes: dict[int, set[int]] = defaultdict(set)
         updates: dict[int, list[int]] = defaultdict(list)
         matched: dict[int, list[int]] = defaultdict(list)  # every matched row, for cardinality
@@ -648,50 +590,56 @@ def _change_task(
                 if kept.num_rows:
                     yield _types.conform_write_batch(kept.drop_columns(list(_ADDRESS)), schema)
 
-        out: dict[str, list[Any]] = {name: [] for name in _RESULT_ARROW.names}
         new: list[FragmentMetadata] = []
         files = staging.TaskFiles(uri, job_id, storage=storage)
         if write_schema is None:
             for batch in batches:
                 note(batch)
         else:
-            written = files.watch(to_write(batches, write_schema))
-            new = write_fragments(
-                pa.RecordBatchReader.from_batches(write_schema, written),
-                uri,
-                schema=write_schema,
-                # "append" checks the schema against the table's, which lacks added columns.
-                mode="overwrite" if evolved else "append",
-                storage_options=storage or None,
-                progress=files.progress(),
-            )
+            relay = ErrorRelay()
+            written = files.watch(relay.watch(to_write(batches, write_schema)))
+            with relay:
+                new = write_fragments(
+                    pa.RecordBatchReader.from_batches(write_schema, written),
+                    uri,
+                    schema=write_schema,
+                    # "append" checks the schema against the table's, which lacks added columns.
+                    mode="overwrite" if evolved else "append",
+                    storage_options=storage or None,
+                    progress=files.progress(),
+                )
         other_files: list[str] = []
-        violations = _violations(matched) if check_cardinality else []
+        updated: list[FragmentMetadata] = []
+        removed: list[int] = []
+        violations = _violations(matched)[:1] if check_cardinality else []
         if stable_row_ids and not violations:
             _carry_row_ids(new, carried_ids)
-        if violations:
-            for fragment_id, offset in violations[:1]:
-                _append(out, "violation", fragment_id, None, offset)
-        elif deletes or updates:
+        if not violations and (deletes or updates):
             ds = dataset.open_version(uri, version, storage=storage)
             for fragment_id in sorted(set(deletes) | set(updates)):
                 offsets = sorted(deletes[fragment_id].union(updates[fragment_id]))
                 # delete_rows writes the deletion file and returns the fragment's new
                 # metadata, or None when no row of the fragment is left.
                 changed = _fragment(ds, fragment_id, uri, version).delete_rows(offsets)
-                if changed is not None and changed.deletion_file is not None:
+                if changed is None:
+                    removed.append(fragment_id)
+                    continue
+                if changed.deletion_file is not None:
                     other_files.append(changed.deletion_file.path(fragment_id))
                     files.record(other=other_files[-1:])
-                doc = None if changed is None else _to_json(changed)
-                _append(out, "deleted", fragment_id, doc, len(offsets))
+                updated.append(changed)
         # An unconditional DELETE may see one target row matched several times: count it once.
         counts[KIND_DELETE] = sum(len(offsets) for offsets in deletes.values())
-        for fragment in new:
-            _append(out, "new", None, _to_json(fragment), int(fragment.physical_rows))
-        for name in (KIND_UPDATE, KIND_DELETE, KIND_INSERT):
-            _append(out, "metric", None, name, counts[name])
-        files.record(data=[f.path for fragment in new for f in fragment.files], other=other_files)
-        yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
+        data_files = [f.path for fragment in new for f in fragment.files]
+        files.record(data=data_files, other=other_files)
+        yield TaskResult(
+            new_fragments=tuple(new),
+            updated_fragments=tuple(updated),
+            removed_fragment_ids=tuple(removed),
+            counts={name: counts[name] for name in (KIND_UPDATE, KIND_DELETE, KIND_INSERT)},
+            files=tuple(data_files),
+            violations=tuple(violations),
+        )
 
     return run
 
@@ -722,17 +670,8 @@ def _violations(matched: Mapping[int, list[int]]) -> list[tuple[int, int]]:
     return found
 
 
-def _append(out: dict[str, list[Any]], *values: Any) -> None:
-    for name, value in zip(_RESULT_ARROW.names, values, strict=True):
-        out[name].append(value)
-
-
 def _fragment(ds: lance.LanceDataset, fragment_id: int, uri: str, version: int) -> Any:
     fragment = ds.get_fragment(fragment_id)
     if fragment is None:
         raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
     return fragment
-
-
-def _to_json(fragment: FragmentMetadata) -> str:
-    return json.dumps(fragment.to_json())

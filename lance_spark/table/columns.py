@@ -11,20 +11,17 @@ writes one new data file per fragment aligned to its physical rows, and returns 
 new metadata and the widened schema (with Lance's field ids). The driver commits ONE
 ``Merge`` with every fragment of the pinned version on that version; nothing of the table is
 collected to the driver. When the job or the commit fails, no version is created and the files
-the tasks wrote are deleted (staging markers, see :mod:`lance_spark.source.staging`).
+the tasks wrote are deleted (staging markers, see :mod:`lance_spark.source.staging`). Lance's
+``Merge`` conflicts with any concurrent commit: the whole job is then redone on the newer
+version (:func:`lance_spark.table.jobs.with_retry`).
 """
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
-import pickle
-import re
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import lance
 import numpy as np
@@ -38,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lance_spark import _spark, errors
+from lance_spark import _spark
 from lance_spark.errors import (
     ColumnNotFoundError,
     InvalidOptionError,
@@ -50,7 +47,9 @@ from lance_spark.source import dataset as _dataset
 from lance_spark.source import session
 from lance_spark.source import staging as _files
 from lance_spark.source import types as _types
+from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
 from lance_spark.source.options import COLUMNS, METADATA_COLUMN_NAMES, encode_names
+from lance_spark.table import jobs as _jobs
 
 _OFFSET_MASK = 0xFFFFFFFF
 # Columns the job's rows carry besides the new ones (all start with "__lance_spark").
@@ -63,17 +62,10 @@ _MATCHED = "__lance_spark_matched"  # keyed: the row found its key in the DataFr
 _DUPLICATE = "__lance_spark_duplicate"  # keyed: the row's key is in the DataFrame twice or more
 _KEY_TEXT = "__lance_spark_key_text"  # keyed, duplicates only: the key, for the error message
 
-_RESULT_ARROW = pa.schema(
-    [
-        ("fragment_id", pa.int64()),
-        ("fragment", pa.string()),  # FragmentMetadata JSON, with the new data file
-        ("schema", pa.string()),  # the widened LanceSchema, pickled and base64-encoded
-        ("rows", pa.int64()),  # live rows given values
-        ("matched", pa.int64()),  # of which found their key (keyed; else all)
-    ]
-)
-_RESULT_SCHEMA = "fragment_id long, fragment string, schema string, rows long, matched long"
-_WORKER_ERROR = re.compile(r"lance_spark\.errors\.(\w+): (.+)")
+# TaskResult counts: live rows given values, and of those the rows that found their key
+# (keyed; else all).
+_ROWS = "rows"
+_MATCHED_ROWS = "matched"
 
 
 @dataclass(frozen=True)
@@ -111,6 +103,21 @@ def add_expression_columns(
 ) -> AddedColumns:
     """Add one column per ``expressions`` item: name -> Spark SQL expression (or Column)
     evaluated on each row of the table."""
+    return _jobs.with_retry(
+        lambda: _add_expression_columns(
+            spark, uri=uri, storage=storage, expressions=expressions, app_id=app_id
+        )
+    )
+
+
+def _add_expression_columns(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    expressions: Mapping[str, str | Column],
+    app_id: str | None,
+) -> AddedColumns:
     if not expressions:
         raise InvalidOptionError(
             "addColumns needs at least one column: {name: Spark SQL expression or Column}"
@@ -152,6 +159,22 @@ def add_joined_columns(
     """Add every non-key column of ``source``, joined onto the table by ``on``: a table row
     whose key ``source`` lacks (or whose key is null) gets nulls; keys of ``source`` the table
     lacks are ignored; a key ``source`` holds twice is an error naming it."""
+    return _jobs.with_retry(
+        lambda: _add_joined_columns(
+            spark, uri=uri, storage=storage, source=source, on=on, app_id=app_id
+        )
+    )
+
+
+def _add_joined_columns(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    source: DataFrame,
+    on: str,
+    app_id: str | None,
+) -> AddedColumns:
     if not isinstance(on, str) or not on:
         raise InvalidOptionError(f"addColumns(df, on=...) needs a key column name, got {on!r}")
     ds = _dataset.open_latest(uri, storage=storage)
@@ -342,28 +365,18 @@ def _execute(
 ) -> AddedColumns:
     version = int(ds.version)
     fragment_ids = [int(f.fragment_id) for f in ds.get_fragments()]
-    job_id = uuid.uuid4().hex
-    done = False
-    try:
-        _files.begin_job(uri, job_id, storage=storage)
+    with StagedJob.begin(uri, read_version=version, storage=storage) as job:
+        done = TaskResult()
         if fragment_ids:
-            task = _add_task(uri, version, plan.target, dict(storage), job_id, plan.keyed)
-            try:
-                results = plan.rows.mapInArrow(task, _RESULT_SCHEMA).collect()
-            except Exception as err:
-                raised = _worker_error(err)
-                if raised is None:
-                    raise
-                raise raised from err
-        else:
-            results = []
-        fragments, schema = _merged(ds, fragment_ids, results, plan.target, uri=uri)
-        rows = sum(int(r.rows) for r in results)
-        matched = sum(int(r.matched) for r in results)
+            task = _add_task(uri, version, plan.target, dict(storage), job.job_id, plan.keyed)
+            done = _jobs.run_tasks(plan.rows, task)
+        fragments, schema = _merged(ds, fragment_ids, done, plan.target, uri=uri)
+        rows = done.counts.get(_ROWS, 0)
+        matched = done.counts.get(_MATCHED_ROWS, 0)
         metrics = {
             "numAddedColumns": len(plan.target),
             "numOutputRows": rows,
-            "numFiles": len(results),
+            "numFiles": len(done.updated_fragments),
         }
         if plan.keyed:
             metrics["numMatchedRows"] = matched
@@ -379,33 +392,29 @@ def _execute(
             ),
             storage=storage,
         )
-        done = True
-    finally:
-        if done:  # delete what failed or speculative task attempts wrote
-            _files.finish_job(uri, job_id, read_version=version, storage=storage)
-        else:  # the job failed, or the commit: delete every file the tasks recorded
-            _files.abort_job(uri, job_id, [], read_version=version, storage=storage)
-    return AddedColumns(new_version, tuple(plan.target.names), rows, matched, len(results))
+    return AddedColumns(
+        new_version, tuple(plan.target.names), rows, matched, len(done.updated_fragments)
+    )
 
 
 def _merged(
     ds: lance.LanceDataset,
     fragment_ids: list[int],
-    results: list[Any],
+    done: TaskResult,
     target: pa.Schema,
     *,
     uri: str,
 ) -> tuple[list[FragmentMetadata], LanceSchema]:
     """Every fragment of the pinned version with its new data file, and the widened schema."""
-    by_id = {int(r.fragment_id): r for r in results}
-    if len(by_id) != len(results) or sorted(by_id) != sorted(fragment_ids):
+    by_id = {int(f.id): f for f in done.updated_fragments}
+    if len(by_id) != len(done.updated_fragments) or sorted(by_id) != sorted(fragment_ids):
         raise LanceSparkError(
             f"addColumns on {uri!r}: the job wrote files for fragments {sorted(by_id)} (some "
             f"twice?) but version {ds.version} has fragments {sorted(fragment_ids)}; nothing "
             "was committed"
         )
     widened = pa.schema([*ds.schema, *target], metadata=ds.schema.metadata)
-    if not results:  # an empty table: no fragment, so no task told the field ids
+    if done.schema is None:  # an empty table: no fragment, so no task told the field ids
         if LanceSchema.from_pyarrow(ds.schema) != ds.lance_schema:
             raise SchemaMismatchError(
                 f"addColumns cannot add columns to the empty Lance table at {uri!r} whose "
@@ -413,22 +422,12 @@ def _merged(
                 "LanceDataset.add_columns"
             )
         return [], LanceSchema.from_pyarrow(widened)
-    schemas = [_decode_schema(text) for text in {str(r.schema) for r in results}]
-    schema = schemas[0]
-    if any(s != schema for s in schemas[1:]) or schema.to_pyarrow().names != widened.names:
+    if done.schema.to_pyarrow().names != widened.names:
         raise LanceSparkError(
-            f"addColumns on {uri!r}: the tasks returned different schemas; nothing was committed"
+            f"addColumns on {uri!r}: the tasks returned the columns "
+            f"{done.schema.to_pyarrow().names}, not {widened.names}; nothing was committed"
         )
-    return [FragmentMetadata.from_json(str(by_id[i].fragment)) for i in fragment_ids], schema
-
-
-def _worker_error(err: Exception) -> LanceSparkError | None:
-    """The connector's error a Python worker raised, as that error on the driver."""
-    match = _WORKER_ERROR.search(str(err))
-    cls = getattr(errors, match.group(1), None) if match else None
-    if match is None or not isinstance(cls, type) or not issubclass(cls, LanceSparkError):
-        return None
-    return cls(match.group(2))
+    return [by_id[i] for i in fragment_ids], done.schema
 
 
 def _resolve(name: str, names: Sequence[str]) -> str | None:
@@ -437,17 +436,6 @@ def _resolve(name: str, names: Sequence[str]) -> str | None:
         return name
     folded = [n for n in names if n.lower() == name.lower()]
     return folded[0] if len(folded) == 1 else None
-
-
-def _encode_schema(schema: LanceSchema) -> str:
-    return base64.b64encode(pickle.dumps(schema)).decode("ascii")
-
-
-def _decode_schema(text: str) -> LanceSchema:
-    schema = pickle.loads(base64.b64decode(text))  # written by this job's own tasks
-    if not isinstance(schema, LanceSchema):
-        raise LanceSparkError(f"a task returned {type(schema).__name__}, not a LanceSchema")
-    return schema
 
 
 # --- the tasks ----------------------------------------------------------------------------------
@@ -460,12 +448,14 @@ def _add_task(
     storage: dict[str, str],
     job_id: str,
     keyed: bool,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+) -> _jobs.Task:
     """Each task: for each fragment it holds (all its live rows, in physical order), one new
     data file with the new columns, written by ``merge_columns``."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out: dict[str, list[Any]] = {name: [] for name in _RESULT_ARROW.names}
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
+        updated: list[FragmentMetadata] = []
+        schema: LanceSchema | None = None
+        tally = _Tally()
         runs = _fragment_runs(batches, keyed)
         written: list[str] = []
         ds: lance.LanceDataset | None = None
@@ -477,25 +467,34 @@ def _add_task(
                 fragment = ds.get_fragment(fragment_id)
                 if fragment is None:
                     raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
-                tally = _Tally()
                 values = _fragment_values(fragment_id, (b for _, b in group), target, keyed, tally)
-                reader = pa.RecordBatchReader.from_batches(target, files.watch(_primed(values)))
-                metadata, schema = fragment.merge_columns(reader)
+                relay = ErrorRelay()
+                fed = files.watch(relay.watch(_primed(values)))
+                with relay:
+                    metadata, merged = fragment.merge_columns(
+                        pa.RecordBatchReader.from_batches(target, fed)
+                    )
                 old = {f.path for f in fragment.metadata.files}
                 paths = [f.path for f in metadata.files if f.path not in old]
                 written.extend(paths)
                 files.record(data=paths)
-                out["fragment_id"].append(fragment_id)
-                out["fragment"].append(json.dumps(metadata.to_json()))
-                out["schema"].append(_encode_schema(schema))
-                out["rows"].append(tally.rows)
-                out["matched"].append(tally.matched if keyed else tally.rows)
+                if schema is not None and merged != schema:
+                    raise LanceSparkError(
+                        f"addColumns on {uri!r}: fragments of one task were given different "
+                        "schemas; nothing was committed"
+                    )
+                schema = merged
+                updated.append(metadata)
         except BaseException:
             # This attempt's files are nobody's: Spark may retry the task elsewhere.
             _files.delete_files([_files.data_file_uri(uri, p) for p in written], storage=storage)
             raise
-        if out["fragment_id"]:
-            yield pa.RecordBatch.from_pydict(out, schema=_RESULT_ARROW)
+        yield TaskResult(
+            updated_fragments=tuple(updated),
+            counts={_ROWS: tally.rows, _MATCHED_ROWS: tally.matched if keyed else tally.rows},
+            files=tuple(written),
+            schema=schema,
+        )
 
     return run
 

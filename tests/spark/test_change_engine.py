@@ -4,6 +4,7 @@ failed job, and a MERGE into a 1M-row table that leaves untouched fragments alon
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from lance_spark import ConcurrentModificationError, LanceTable
 from lance_spark.source import commit as _commit
-from lance_spark.table import changes
+from lance_spark.table import jobs
 
 pytestmark = pytest.mark.spark
 
@@ -90,9 +91,9 @@ def test_gives_up_after_bounded_attempts_naming_them(
 ) -> None:
     t = _table(spark, table_uri)
     racing_commit["races"] = 100
-    monkeypatch.setattr(changes, "_BACKOFF_MAX_S", 0.0)
+    monkeypatch.setattr(jobs, "RETRY", replace(jobs.RETRY, backoff_max_s=0.0))
     src = spark.createDataFrame([(1, "x")], "id long, val string")
-    attempts = changes.MAX_ATTEMPTS
+    attempts = jobs.RETRY.attempts
     with pytest.raises(
         ConcurrentModificationError, match=rf"gave up after {attempts} attempt\(s\)"
     ):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from lance_spark import ConcurrentModificationError, LanceTable
 from lance_spark.source import commit as _commit
-from lance_spark.table import changes
+from lance_spark.table import changes, jobs
 
 pytestmark = pytest.mark.spark
 
@@ -235,7 +236,7 @@ def test_a_statement_that_keeps_losing_raises_and_changes_nothing(
     spark: SparkSession, table_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before each commit another writer appends a row with a key the MERGE inserts: every
-    attempt overlaps, and after MAX_ATTEMPTS the MERGE raises, naming both versions."""
+    attempt overlaps, and after RETRY.attempts the MERGE raises, naming both versions."""
     _table(spark, table_uri)
     real = changes.pin
     appended: list[int] = []
@@ -252,7 +253,7 @@ def test_a_statement_that_keeps_losing_raises_and_changes_nothing(
         return pinned
 
     monkeypatch.setattr(changes, "pin", pin)
-    monkeypatch.setattr(changes, "_BACKOFF_MAX_S", 0.0)
+    monkeypatch.setattr(jobs, "RETRY", replace(jobs.RETRY, backoff_max_s=0.0))
     src = spark.createDataFrame([(1000 + i, "mine") for i in range(20)], "k long, val string")
     t = LanceTable.forPath(spark, table_uri)
     with pytest.raises(ConcurrentModificationError, match=r"gave up after 8 attempt") as info:
@@ -262,10 +263,10 @@ def test_a_statement_that_keeps_losing_raises_and_changes_nothing(
     assert f"read version {err.read_version}" in str(err)
     assert f"version {err.conflicting_version}" in str(err)
     assert "'k' is 1007" in str(err)
-    assert len(appended) == changes.MAX_ATTEMPTS
+    assert len(appended) == jobs.RETRY.attempts
     rows = _read(table_uri)
     assert [v for _, v in rows].count("mine") == 0
-    assert len(rows) == 100 + changes.MAX_ATTEMPTS
+    assert len(rows) == 100 + jobs.RETRY.attempts
 
 
 def test_appends_of_disjoint_keys_do_not_redo_a_merge(

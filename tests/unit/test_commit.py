@@ -10,8 +10,9 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from lance_spark.errors import CommitConflictError
+from lance_spark.source.jobs import TaskResult
 from lance_spark.source.options import parse_write_options
-from lance_spark.source.writer import LanceCommitMessage, WriteMode, plan_write
+from lance_spark.source.writer import WriteMode, plan_write
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("label", StringType())])
 
@@ -44,7 +45,7 @@ def test_tasks_write_fragments_and_the_driver_commits_once(tmp_path: object) -> 
     writer = _plan(uri)
     assert writer.mode is WriteMode.CREATE
     messages = [writer.write(iter(_batches(i * 10, 10))) for i in range(5)]
-    assert all(isinstance(m, LanceCommitMessage) for m in messages)
+    assert all(isinstance(m, TaskResult) for m in messages)
     writer.commit(messages)
     ds = lance.dataset(uri)
     assert ds.version == 1 and ds.count_rows() == 50 and len(ds.get_fragments()) == 5
@@ -90,5 +91,5 @@ def test_lost_race_is_a_conflict_naming_versions_and_leaves_table_and_files(
     assert _files(uri) == before
 
 
-def _paths(message: LanceCommitMessage) -> list[str]:
+def _paths(message: TaskResult) -> list[str]:
     return list(message.files)

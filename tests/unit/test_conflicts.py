@@ -137,14 +137,13 @@ def test_next_fragment_id_skips_ids_an_index_still_covers(tmp_path: Path) -> Non
 
 def _insert_only(uri: str, keys: list[int]) -> lance.LanceOperation.BaseOperation:
     """A row-level commit that only inserts, built as _dml builds it on the read version."""
-    from collections import Counter
-
+    from lance_spark.source.jobs import TaskResult
     from lance_spark.table import changes as _dml
 
     ds = lance.dataset(uri)
     rows = pa.table({"k": pa.array(keys, pa.int64()), "v": ["m"] * len(keys)})
     new = write_fragments(rows, uri, schema=ds.schema)
-    outcome = _dml._Outcome(Counter(), [], [], new, [])
+    outcome = TaskResult(new_fragments=tuple(new))
     return _dml._row_level_op(outcome, ds, "true")
 
 

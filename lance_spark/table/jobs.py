@@ -1,0 +1,100 @@
+"""The job runner of the table's distributed writes (the change engine, ``addColumns``).
+
+:func:`run_tasks` runs one task per partition of a DataFrame with ``mapInArrow``; each task
+yields :class:`~lance_spark.source.jobs.TaskResult` objects, shipped to the driver in one
+binary column. A connector error (:class:`~lance_spark.errors.LanceSparkError`) raised in a
+task is shipped the same way and raised on the driver as itself; anything else fails the
+task as usual (Spark retries it, then raises its ``PythonException``).
+
+:func:`with_retry` redoes a whole attempt (pin the table, plan, run the job, commit) when
+Lance or the connector calls its commit retryable: another writer committed first, and the
+same change computed again on the newer version may commit. At most ``RETRY.attempts``
+attempts, with a short jittered pause between them, then
+:class:`~lance_spark.errors.ConcurrentModificationError`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from lance_spark.errors import CommitConflictError, ConcurrentModificationError, LanceSparkError
+from lance_spark.source import jobs as _jobs
+from lance_spark.source.jobs import TaskResult
+
+Task = Callable[[Iterator[pa.RecordBatch]], Iterator[TaskResult]]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How often an attempt is redone after a retryable conflict. Each attempt is a whole
+    Spark job; a handful of writers racing on the same rows settle in a few rounds (one wins
+    each round). Before attempt ``n`` (n > 1): a random pause of up to
+    ``min(backoff_max_s, backoff_base_s * 2 ** (n - 1))``, so racers do not meet again at once."""
+
+    attempts: int = 8
+    backoff_base_s: float = 0.2
+    backoff_max_s: float = 3.0
+
+    def pause(self, attempt: int) -> float:
+        return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)))
+
+
+RETRY = Retry()
+
+
+def run_tasks(rows: DataFrame, task: Task) -> TaskResult:
+    """Run ``task`` on every partition of ``rows``; the job's results combined. Raises the
+    first connector error a task raised, as that error."""
+    collected = rows.mapInArrow(_shipping(task), _jobs.RESULT_DDL).collect()
+    return _jobs.combine(_jobs.decode(row[0] for row in collected))
+
+
+def _shipping(task: Task) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            for result in task(batches):
+                yield _jobs.encode(result)
+        except LanceSparkError as err:
+            if not _jobs.shippable(err):
+                raise
+            err.add_note(
+                "Raised in a Spark task:\n" + "".join(traceback.format_exception(err, chain=False))
+            )
+            yield _jobs.encode(TaskResult(error=err))
+
+    return run
+
+
+def with_retry(attempt: Callable[[], _T], *, retry: Retry | None = None) -> _T:
+    """``attempt()``, redone while it raises a retryable
+    :class:`~lance_spark.errors.CommitConflictError`; its result. The last conflict is raised
+    naming the attempts made: :class:`ConcurrentModificationError` when it was retryable.
+    ``attempt`` must leave nothing behind when it raises (see
+    :class:`~lance_spark.source.jobs.StagedJob`)."""
+    policy = RETRY if retry is None else retry
+    for number in range(1, policy.attempts + 1):
+        if number > 1:
+            time.sleep(policy.pause(number))
+        try:
+            return attempt()
+        except CommitConflictError as err:
+            if err.retryable and number < policy.attempts:
+                continue
+            message = f"{err} (gave up after {number} attempt(s))"
+            if err.retryable:
+                raise ConcurrentModificationError(
+                    message,
+                    read_version=getattr(err, "read_version", None),
+                    conflicting_version=getattr(err, "conflicting_version", None),
+                ) from err
+            raise CommitConflictError(message, retryable=False) from err
+    raise AssertionError("unreachable: the last attempt returns or raises")
