@@ -186,7 +186,10 @@ def _attribute_names(output: Any) -> dict[int, str]:
 
 def _resolved(frame: DataFrame, column: Column) -> Any:
     """``column`` analysed against ``frame`` (classic): the JVM expression."""
-    return _plan(frame.select(column)).projectList().head()
+    plan = _plan(frame.select(column))
+    if _name(plan) == "Aggregate":  # an aggregate function: no Project
+        return plan.aggregateExpressions().head()
+    return plan.projectList().head()
 
 
 def referenced_columns(frame: DataFrame, base: DataFrame, columns: Iterable[Column]) -> set[str]:

@@ -95,7 +95,7 @@ DETERMINISM: list[tuple[str, Callable[[], Column], bool, bool | None]] = [
     ("window over rand", lambda: F.sum("id").over(Window.orderBy(F.rand())), True, False),
     # A join condition cannot hold these: Connect cannot ask (None), the caller refuses.
     ("window", lambda: F.row_number().over(Window.orderBy("id")), True, None),
-    ("first", lambda: F.first("id"), False, None),
+    ("first", lambda: F.first("id"), True, None),
 ]
 
 
