@@ -1,6 +1,7 @@
 """Every touch of Spark internals (Py4J, ``sparkContext``, plans), each with a Spark Connect path.
 
-This is the bottom of the package next to :mod:`lance_spark.errors`: it imports only pyspark.
+This is the bottom of the package next to :mod:`lance_spark.errors`: it imports only pyspark
+(and sqlglot, to read SQL text in Connect expressions).
 On a Spark Connect session there is no JVM on the client (``sparkContext``, ``_jdf``, ``_jc``
 and ``_jsparkSession`` raise ``JVM_ATTRIBUTE_NOT_SUPPORTED``), so each helper here answers
 from what both APIs offer, and says in its docstring which Spark limit it works around.
@@ -38,12 +39,13 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql.types import StructField, StructType
 
 _MARKER = "_lance_spark_with_active_session"
 _PATCHED: tuple[tuple[type, str], ...] = (
@@ -141,3 +143,678 @@ def conf_items(spark: SparkSession) -> dict[str, Any]:
         pairs.update(dict(spark.sparkContext.getConf().getAll()))
     pairs.update(spark.conf.getAll)
     return pairs
+
+
+# --- Expression analysis ------------------------------------------------------------------------
+#
+# Classic sessions answer from Spark's analysed plan (Py4J). A Spark Connect client has no plan:
+# each helper answers either with an analysis-only round trip (``df.schema`` runs the analyser
+# and raises Spark's own AnalysisException) or from the Column's expression tree
+# (``column._expr``) and the SQL text in it (sqlglot). Where Connect can only approximate, the
+# approximation is the safe side: more referenced columns (a wider read), no equi-join key (no
+# pruning, the conservative conflict check), "does not only generate rows" (the source is cached).
+
+_NON_DETERMINISTIC = frozenset(
+    {"INVALID_NON_DETERMINISTIC_EXPRESSIONS", "AGGREGATE_FUNCTION_WITH_NONDETERMINISTIC_EXPRESSION"}
+)
+_NOT_ONE_PER_ROW = (
+    "INVALID_WHERE_CONDITION",
+    "WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE",
+    "UNSUPPORTED_GENERATOR",
+)
+_PROBE = "__lance_spark_probe"
+# Appended to "is not deterministic" when :func:`deterministic` cannot tell (None).
+UNCHECKED_DETERMINISM = (
+    " or its determinism cannot be checked on Spark Connect (aggregate, window and generator "
+    "functions cannot be put in the join that asks Spark)"
+)
+
+
+def _plan(frame: DataFrame) -> Any:
+    return frame._jdf.queryExecution().analyzed()
+
+
+def _attribute_names(output: Any) -> dict[int, str]:
+    """exprId -> name of the attributes in a JVM plan's ``output``."""
+    names: dict[int, str] = {}
+    iterator = output.iterator()
+    while iterator.hasNext():
+        attribute = iterator.next()
+        names[int(attribute.exprId().id())] = str(attribute.name())
+    return names
+
+
+def _resolved(frame: DataFrame, column: Column) -> Any:
+    """``column`` analysed against ``frame`` (classic): the JVM expression."""
+    plan = _plan(frame.select(column))
+    if _name(plan) == "Aggregate":  # an aggregate function: no Project
+        return plan.aggregateExpressions().head()
+    return plan.projectList().head()
+
+
+def referenced_columns(frame: DataFrame, base: DataFrame, columns: Iterable[Column]) -> set[str]:
+    """The names of ``base``'s columns that ``columns`` (resolved in ``frame``, a DataFrame
+    built on ``base``) refer to.
+
+    Classic: exact (by exprId, so a same-named column of another input does not count).
+    Connect: by name, case-insensitively, over every identifier in the expression tree and in
+    its SQL text (a struct field, a qualifier or a lambda variable named like a column counts
+    too); a star, a subquery or an unknown node counts as every column. Never fewer columns
+    than Spark would read; raises no AnalysisException (the caller's plan reports errors)."""
+    if not is_connect(frame.sparkSession):
+        names = _attribute_names(_plan(base).output())
+        found: set[str] = set()
+        for column in columns:
+            references = _resolved(frame, column).references().iterator()
+            while references.hasNext():
+                name = names.get(int(references.next().exprId().id()))
+                if name is not None:
+                    found.add(name)
+        return found
+    available = list(base.columns)
+    words: set[str] = set()
+    for column in columns:
+        used = expression_names(column._expr)
+        if used is None:
+            return set(available)
+        words |= used
+    return {n for n in available if n.lower() in words}
+
+
+def deterministic(frame: DataFrame, column: Column) -> bool | None:
+    """Whether ``column`` (resolved against ``frame``) is deterministic; raises Spark's
+    AnalysisException when it does not resolve.
+
+    Classic: ``Expression.deterministic`` of the analysed expression. Connect: Spark's check
+    analysis refuses a non-deterministic expression in a join condition (an operator other than
+    Project, Filter, Aggregate, Window, Generate) with INVALID_NON_DETERMINISTIC_EXPRESSIONS,
+    so ``column`` is put in one and analysed; same answer for rand, uuid, shuffle, Python UDFs
+    (deterministic unless ``asNondeterministic()``). None on Connect when Spark refuses the
+    probe for another reason first (an aggregate, window or generator function, which a join
+    condition cannot hold): the determinism of those cannot be asked there."""
+    if not is_connect(frame.sparkSession):
+        return bool(_resolved(frame, column).deterministic())
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    probe = frame.sparkSession.range(1).select(F.lit(1).alias(_PROBE))
+    try:
+        frame.join(probe, on=F.isnull(column) | F.isnotnull(column)).schema  # noqa: B018
+    except AnalysisException as err:
+        if str(err.getCondition() or "") in _NON_DETERMINISTIC:
+            return False
+        frame.select(column).schema  # noqa: B018  (raises if it does not resolve)
+        return None
+    return True
+
+
+def one_value_per_row(rows: DataFrame, column: Column) -> bool:
+    """Whether ``column`` gives one value per row of ``rows`` (no aggregate, window or
+    generator function); raises Spark's AnalysisException when it does not resolve.
+
+    Classic: ``rows.select(column)`` is a Project right over ``rows``' plan. Connect: Spark
+    refuses those functions in a filter (INVALID_WHERE_CONDITION, WINDOW_FUNCTION_NOT_ALLOWED_IN_
+    CLAUSE, UNSUPPORTED_GENERATOR.*), so ``rows.where(isnull(column))`` is analysed."""
+    if not is_connect(rows.sparkSession):
+        base = _plan(rows)
+        plan = _plan(rows.select(column.alias(_PROBE)))
+        return bool(plan.getClass().getSimpleName() == "Project" and plan.child().sameResult(base))
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    rows.select(column.alias(_PROBE)).schema  # noqa: B018  (raises if it does not resolve)
+    try:
+        rows.where(F.isnull(column)).schema  # noqa: B018
+    except AnalysisException as err:
+        if str(err.getCondition() or "").startswith(_NOT_ONE_PER_ROW):
+            return False
+        raise
+    return True
+
+
+def expression_sql(frame: DataFrame, column: Column) -> str:
+    """``column``'s Spark SQL text (resolved against ``frame`` on classic, without an alias
+    Spark gives it); on Connect rendered from the expression tree (:func:`render`)."""
+    if not is_connect(frame.sparkSession):
+        plan = _plan(frame.select(column.alias(_PROBE)))
+        return str(plan.projectList().head().child().sql())
+    return render(column._expr)
+
+
+def condition_sql(frame: DataFrame, condition: Column) -> str:
+    """A filter condition's Spark SQL text, resolved against ``frame`` (classic); on Connect
+    rendered from the expression tree (:func:`render`)."""
+    if not is_connect(frame.sparkSession):
+        return str(_plan(frame.filter(condition)).condition().sql())
+    return render(condition._expr)
+
+
+def column_text(column: Column) -> str:
+    """A Column's text without resolving it (classic: the JVM Column's ``toString``)."""
+    expr = getattr(column, "_expr", None)
+    if type(column).__module__.startswith("pyspark.sql.connect") and expr is not None:
+        return render(expr)
+    java: Any = column._jc
+    return str(java.toString())
+
+
+# Leaves that produce the same rows on every evaluation (nothing is read).
+_GENERATED_LEAVES = frozenset({"Range", "LocalRelation", "OneRowRelation"})
+# Spark calls these deterministic, but each query sees its own time. Matched in the plan's
+# text (one call, not a walk over every expression): a column that happens to be named like
+# them only costs the cache.
+_TIME_FUNCTIONS = ("current_", "now(", "localtimestamp", "unix_timestamp(")
+
+
+def generates_rows(frame: DataFrame) -> bool:
+    """Whether ``frame`` is a deterministic plan whose leaves only generate rows: evaluating
+    it twice gives the same rows for sure. Connect exposes no analysed plan: always False
+    there (the caller then caches the frame, which is correct, only not free)."""
+    if is_connect(frame.sparkSession):
+        return False
+    plan = _plan(frame)
+    if not bool(plan.deterministic()):
+        return False
+    text = str(plan.toString()).lower()
+    if any(name in text for name in _TIME_FUNCTIONS):
+        return False
+    leaves = plan.collectLeaves().iterator()
+    while leaves.hasNext():
+        if str(leaves.next().nodeName()) not in _GENERATED_LEAVES:
+            return False
+    return True
+
+
+def equi_key(left: DataFrame, right: DataFrame, condition: Column) -> tuple[str, str] | None:
+    """The first conjunct of ``condition`` that says ``left column = right column`` (two plain
+    columns of the same type, either order), as (left name, right name); None when there is
+    none or ``left.join(right, condition)`` does not analyse.
+
+    Classic: from the analysed Join (exprIds). Connect: from the expression tree and sqlglot's
+    parse of its SQL text; a side counts only when its column is certain: an unqualified name
+    of one input only, ``alias.name`` with ``left``'s alias (``left`` must be a
+    ``DataFrame.alias`` of a frame without qualifiers), ``q.name`` for any other qualifier
+    ``q`` that names no column (then it can only qualify ``right``), ``df["name"]`` of a plan
+    inside one input. Anything else is skipped: None means no pruning, never a wrong one."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        joined = left.join(right, on=condition, how="inner")
+        if not is_connect(left.sparkSession):
+            return _classic_equi_key(_plan(joined))
+        joined.schema  # noqa: B018  (analysis only)
+    except AnalysisException:
+        return None  # the MERGE plan itself reports the error
+    return _connect_equi_key(left, right, condition)
+
+
+def _classic_equi_key(plan: Any) -> tuple[str, str] | None:
+    join = _find_join(plan)
+    if join is None or join.condition().isEmpty():
+        return None
+    left = _attribute_names(join.left().output())
+    right = _attribute_names(join.right().output())
+    for conjunct in _conjuncts(join.condition().get()):
+        if _name(conjunct) != "EqualTo":
+            continue
+        sides = (conjunct.left(), conjunct.right())
+        if not all(_name(s) == "AttributeReference" for s in sides):
+            continue
+        a, b = (int(s.exprId().id()) for s in sides)
+        if not sides[0].dataType().equals(sides[1].dataType()):
+            continue
+        if a in left and b in right:
+            return left[a], right[b]
+        if b in left and a in right:
+            return left[b], right[a]
+    return None
+
+
+def _find_join(plan: Any) -> Any:
+    while plan is not None:
+        if _name(plan) == "Join":
+            return plan
+        children = plan.children()
+        if children.size() != 1:
+            return None
+        plan = children.head()
+    return None
+
+
+def _conjuncts(expression: Any) -> list[Any]:
+    if _name(expression) == "And":
+        return [*_conjuncts(expression.left()), *_conjuncts(expression.right())]
+    return [expression]
+
+
+def _name(java_object: Any) -> str:
+    return str(java_object.getClass().getSimpleName())
+
+
+def _connect_equi_key(
+    left: DataFrame, right: DataFrame, condition: Column
+) -> tuple[str, str] | None:
+    sides = (
+        _Side(left.schema, _plan_ids(left._plan), _top_alias(left)),
+        _Side(right.schema, _plan_ids(right._plan), _top_alias(right)),
+    )
+    known = _only_alias_qualifies(left)
+    column_names = {f.name.lower() for side in sides for f in side.schema.fields}
+    for a, b in equality_pairs(condition._expr):
+        a_side, b_side = (_which_side(ref, sides, known, column_names) for ref in (a, b))
+        if a_side is None or b_side is None:
+            continue
+        (a_index, a_name), (b_index, b_name) = a_side, b_side
+        if {a_index, b_index} != {0, 1}:
+            continue
+        names = (a_name, b_name) if a_index == 0 else (b_name, a_name)
+        types = (sides[0].field(names[0]).dataType, sides[1].field(names[1]).dataType)
+        if types[0] == types[1]:
+            return names
+    return None
+
+
+class _Side:
+    def __init__(self, schema: StructType, plan_ids: set[int], alias: str | None) -> None:
+        self.schema = schema
+        self.plan_ids = plan_ids
+        self.alias = alias
+        self.by_lower: dict[str, list[str]] = {}
+        for f in schema.fields:
+            self.by_lower.setdefault(f.name.lower(), []).append(f.name)
+
+    def column(self, name: str) -> str | None:
+        """The one column named ``name`` (case-insensitively), or None."""
+        found = self.by_lower.get(name.lower(), [])
+        return found[0] if len(found) == 1 else None
+
+    def field(self, name: str) -> StructField:
+        return next(f for f in self.schema.fields if f.name == name)
+
+
+def _which_side(
+    ref: Reference, sides: tuple[_Side, _Side], known: bool, column_names: set[str]
+) -> tuple[int, str] | None:
+    """(0 for left or 1 for right, column name) when ``ref`` certainly names a plain column
+    of one side (the join analysed), else None. ``known``: left's columns have no qualifier
+    but left's alias."""
+    parts, plan_id = ref
+    if plan_id is not None:
+        owners = [i for i, side in enumerate(sides) if plan_id in side.plan_ids]
+        if len(owners) != 1 or len(parts) != 1:
+            return None
+        name = sides[owners[0]].column(parts[0])
+        return None if name is None else (owners[0], name)
+    if len(parts) == 1:
+        hits = [(i, side.column(parts[0])) for i, side in enumerate(sides)]
+        in_any = [i for i, side in enumerate(sides) if parts[0].lower() in side.by_lower]
+        found = [(i, n) for i, n in hits if n is not None]
+        return found[0] if len(found) == 1 and len(in_any) == 1 else None
+    if len(parts) != 2:
+        return None
+    qualifier, column = parts
+    # Spark tries `q.c` as qualifier q + column c first (two matches: an ambiguity error),
+    # then as field c of a struct column q.
+    for index, side in enumerate(sides):
+        if side.alias is not None and qualifier.lower() == side.alias.lower():
+            name = side.column(column)
+            return None if name is None else (index, name)
+    if not known or qualifier.lower() in column_names:
+        return None  # a qualifier of left's, or a struct field
+    name = sides[1].column(column)  # only right can hold another qualifier
+    return None if name is None else (1, name)
+
+
+def _top_alias(frame: DataFrame) -> str | None:
+    """The alias of ``frame`` (``DataFrame.alias`` as its last step), or None."""
+    from pyspark.sql.connect import plan as connect_plan
+
+    node: Any = frame._plan
+    return str(node._alias) if isinstance(node, connect_plan.SubqueryAlias) else None
+
+
+def _only_alias_qualifies(frame: DataFrame) -> bool:
+    """Whether ``frame``'s columns carry no qualifier but its alias: a data source read, or
+    ``DataFrame.alias`` right over one."""
+    from pyspark.sql.connect import plan as connect_plan
+
+    node: Any = frame._plan
+    if isinstance(node, connect_plan.SubqueryAlias):
+        node = node._child
+    return isinstance(node, connect_plan.DataSource)
+
+
+def _plan_ids(node: Any) -> set[int]:
+    """The plan ids of a Connect plan and every plan under it."""
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    ids: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        ids.add(int(current._plan_id))
+        for value in vars(current).values():
+            values = value if isinstance(value, (list, tuple)) else [value]
+            stack.extend(v for v in values if isinstance(v, LogicalPlan))
+    return ids
+
+
+# --- Connect expression trees and SQL text (pure: no session needed) ----------------------------
+
+# A column reference: its name parts and, for ``df["name"]``, the plan id of ``df``.
+Reference = tuple[tuple[str, ...], "int | None"]
+
+# Leaves of a Connect expression tree that name no column.
+_NAMELESS_LEAVES = ("LiteralExpression", "UnresolvedNamedLambdaVariable", "DistributedSequenceID")
+# Nodes whose ``children`` are all they read.
+_INNER_NODES = (
+    "UnresolvedFunction",
+    "CaseWhen",
+    "CastExpression",
+    "ColumnAlias",
+    "CommonInlineUserDefinedFunction",
+    "LambdaFunction",
+    "WindowExpression",
+    "SortOrder",
+    "UnresolvedExtractValue",
+    "WithField",
+    "DropField",
+    "CallFunction",
+    "NamedArgumentExpression",
+)
+
+
+def parse_identifier(text: str) -> tuple[str, ...] | None:
+    """Spark's name parts of an unparsed identifier (``a.b``, ```a.b`.c``, backticks doubled
+    inside quotes), following ``UnresolvedAttribute.parseAttributeName``; None where Spark
+    reports a syntax error."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if ch != "`":
+                current.append(ch)
+            elif text[i + 1 : i + 2] == "`":
+                current.append("`")
+                i += 1
+            else:
+                quoted = False
+                if i + 1 < len(text) and text[i + 1] != ".":
+                    return None
+        elif ch == "`":
+            if current:
+                return None
+            quoted = True
+        elif ch == ".":
+            if i == 0 or text[i - 1] == "." or i == len(text) - 1:
+                return None
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    if quoted:
+        return None
+    parts.append("".join(current))
+    return tuple(parts)
+
+
+def sql_names(text: str) -> set[str] | None:
+    """Every word of a Spark SQL expression that could name a column, lower-cased (names,
+    quoted identifiers, keywords; not string or number literals); None when it may read every
+    column (a star) or sqlglot cannot read it."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        tokens = sqlglot.tokenize(text, read="spark")
+        tree = sqlglot.parse_one(text, read="spark")
+    except SqlglotError:
+        return None
+    if tree is None or any(True for _ in tree.find_all(exp.Star)):
+        return None
+    words = set()
+    for token in tokens:
+        kind = token.token_type.name
+        if kind == "NUMBER" or kind.endswith("STRING"):
+            continue
+        words.add(token.text.lower())
+    return words
+
+
+def expression_names(expr: Any) -> set[str] | None:
+    """The lower-cased names a Connect expression tree may read (name parts of column
+    references, words of SQL text in it); None when it may read any column (a star, a regex,
+    a subquery, a node this function does not know)."""
+    words: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        kind = type(node).__name__
+        if kind == "ColumnReference":
+            parts = parse_identifier(str(node._unparsed_identifier))
+            if parts is None:
+                return None
+            words.update(p.lower() for p in parts)
+        elif kind == "SQLExpression":
+            found = sql_names(str(node._expr))
+            if found is None:
+                return None
+            words |= found
+        elif kind in _NAMELESS_LEAVES:
+            continue
+        elif kind in _INNER_NODES:
+            stack.extend(node.children)
+        else:  # UnresolvedStar, UnresolvedRegex, SubqueryExpression, anything new
+            return None
+    return words
+
+
+def equality_pairs(expr: Any) -> list[tuple[Reference, Reference]]:
+    """The ``a = b`` conjuncts of a Connect expression tree (ANDs, SQL text parsed by sqlglot)
+    whose sides are both plain column references, in order."""
+    pairs: list[tuple[Reference, Reference]] = []
+    for conjunct in _tree_conjuncts(expr):
+        kind = type(conjunct).__name__
+        if kind == "SQLExpression":
+            pairs.extend(_sql_equality_pairs(str(conjunct._expr)))
+        elif kind == "UnresolvedFunction" and conjunct._name == "==" and len(conjunct._args) == 2:
+            sides = [_tree_reference(arg) for arg in conjunct._args]
+            if sides[0] is not None and sides[1] is not None:
+                pairs.append((sides[0], sides[1]))
+    return pairs
+
+
+def _tree_conjuncts(expr: Any) -> list[Any]:
+    if (
+        type(expr).__name__ == "UnresolvedFunction"
+        and expr._name == "and"
+        and not expr._is_distinct
+    ):
+        return [c for arg in expr._args for c in _tree_conjuncts(arg)]
+    return [expr]
+
+
+def _tree_reference(expr: Any) -> Reference | None:
+    kind = type(expr).__name__
+    if kind == "ColumnReference" and not expr._is_metadata_column:
+        parts = parse_identifier(str(expr._unparsed_identifier))
+        return None if parts is None else (parts, expr._plan_id)
+    if kind == "SQLExpression":
+        return _sql_reference(str(expr._expr))
+    return None
+
+
+def _sql_equality_pairs(text: str) -> list[tuple[Reference, Reference]]:
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except SqlglotError:
+        return []
+    pairs: list[tuple[Reference, Reference]] = []
+    for conjunct in _sql_conjuncts(tree):
+        if isinstance(conjunct, exp.EQ):
+            sides = [_column_parts(conjunct.this), _column_parts(conjunct.expression)]
+            if sides[0] is not None and sides[1] is not None:
+                pairs.append(((sides[0], None), (sides[1], None)))
+    return pairs
+
+
+def _sql_conjuncts(node: Any) -> list[Any]:
+    from sqlglot import exp
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return [*_sql_conjuncts(node.this), *_sql_conjuncts(node.expression)]
+    return [node]
+
+
+def _sql_reference(text: str) -> Reference | None:
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    try:
+        parts = _column_parts(sqlglot.parse_one(text, read="spark"))
+    except SqlglotError:
+        return None
+    return None if parts is None else (parts, None)
+
+
+def _column_parts(node: Any) -> tuple[str, ...] | None:
+    from sqlglot import exp
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Column) or not isinstance(node.this, exp.Identifier):
+        return None
+    parts = []
+    for part in node.parts:
+        if not isinstance(part, exp.Identifier):
+            return None
+        parts.append(str(part.this))
+    return tuple(parts)
+
+
+# Connect's function names of Column operators, rendered infix.
+_INFIX = {
+    "==": "=",
+    "!=": "!=",
+    "<=>": "<=>",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+    "+": "+",
+    "-": "-",
+    "*": "*",
+    "/": "/",
+    "%": "%",
+    "and": "AND",
+    "or": "OR",
+    "&": "&",
+    "|": "|",
+    "^": "^",
+    "like": "LIKE",
+    "ilike": "ILIKE",
+    "rlike": "RLIKE",
+}
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def render(expr: Any) -> str:
+    """Readable Spark SQL text of a Connect expression tree, for history and messages: infix
+    operators, identifiers quoted where needed, SQL literals; nodes it does not know are shown
+    as Connect prints them."""
+    kind = type(expr).__name__
+    if kind == "ColumnReference":
+        parts = parse_identifier(str(expr._unparsed_identifier))
+        if parts is None:
+            return str(expr._unparsed_identifier)
+        return ".".join(_sql_identifier(p) for p in parts)
+    if kind == "SQLExpression":
+        return str(expr._expr)
+    if kind == "LiteralExpression":
+        return _sql_literal(expr._value, expr._dataType)
+    if kind == "UnresolvedStar":
+        target = expr._unparsed_target
+        return "*" if target is None else str(target)
+    if kind == "ColumnAlias":
+        names = ", ".join(_sql_identifier(str(a)) for a in expr._alias)
+        return f"{render(expr._child)} AS {names}"
+    if kind == "CastExpression":
+        data_type = expr._data_type
+        type_text = data_type if isinstance(data_type, str) else data_type.simpleString()
+        cast = "TRY_CAST" if expr._eval_mode == "try" else "CAST"
+        return f"{cast}({render(expr._expr)} AS {str(type_text).upper()})"
+    if kind == "CaseWhen":
+        branches = "".join(f" WHEN {render(c)} THEN {render(v)}" for c, v in expr._branches)
+        otherwise = "" if expr._else_value is None else f" ELSE {render(expr._else_value)}"
+        return f"CASE{branches}{otherwise} END"
+    if kind == "UnresolvedExtractValue":
+        return f"{render(expr._child)}[{render(expr._extraction)}]"
+    if kind == "UnresolvedFunction":
+        return _render_function(str(expr._name), list(expr._args), bool(expr._is_distinct))
+    if kind == "CommonInlineUserDefinedFunction":
+        args = ", ".join(render(a) for a in expr._arguments)
+        return f"{expr._function_name}({args})"
+    if kind == "UnresolvedNamedLambdaVariable":
+        return ".".join(str(p) for p in expr._name_parts)
+    if kind == "LambdaFunction":
+        names = ", ".join(render(a) for a in expr._arguments)
+        names = names if len(expr._arguments) == 1 else f"({names})"
+        return f"{names} -> {render(expr._function)}"
+    return repr(expr)
+
+
+def _render_function(name: str, args: list[Any], distinct: bool) -> str:
+    lowered = name.lower()
+    if lowered in _INFIX and len(args) == 2:
+        return f"({render(args[0])} {_INFIX[lowered]} {render(args[1])})"
+    if lowered == "not" and len(args) == 1:
+        return f"(NOT {render(args[0])})"
+    if lowered == "negative" and len(args) == 1:
+        return f"(- {render(args[0])})"
+    if lowered in ("isnull", "isnotnull") and len(args) == 1:
+        return f"({render(args[0])} IS {'NOT ' if lowered == 'isnotnull' else ''}NULL)"
+    if lowered == "in" and args:
+        return f"({render(args[0])} IN ({', '.join(render(a) for a in args[1:])}))"
+    inner = ", ".join(render(a) for a in args)
+    return f"{name}({'DISTINCT ' if distinct else ''}{inner})"
+
+
+def _sql_identifier(name: str) -> str:
+    return name if _PLAIN_NAME.fullmatch(name) else quote_identifier(name)
+
+
+def _sql_literal(value: Any, data_type: Any) -> str:
+    import datetime
+
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, (bytes, bytearray)):
+        return "X'" + bytes(value).hex().upper() + "'"
+    if isinstance(data_type, DateType):
+        return f"DATE '{DateType().fromInternal(value)}'"
+    if isinstance(data_type, (TimestampType, TimestampNTZType)):
+        moment = data_type.fromInternal(value)
+        if isinstance(moment, datetime.datetime):
+            keyword = "TIMESTAMP_NTZ" if isinstance(data_type, TimestampNTZType) else "TIMESTAMP"
+            return f"{keyword} '{moment.isoformat(sep=' ')}'"
+    if isinstance(value, (list, tuple)):
+        element = getattr(data_type, "elementType", None)
+        return "array(" + ", ".join(_sql_literal(v, element) for v in value) + ")"
+    return str(value)

@@ -288,28 +288,10 @@ def _read_pinned(
     return reader.load(uri)
 
 
-def attribute_names(output: Any) -> dict[int, str]:
-    """exprId -> name of the attributes in a JVM plan's ``output``."""
-    names: dict[int, str] = {}
-    iterator = output.iterator()
-    while iterator.hasNext():
-        attribute = iterator.next()
-        names[int(attribute.exprId().id())] = str(attribute.name())
-    return names
-
-
 def referenced_columns(frame: DataFrame, target: Pinned, columns: Iterable[Column]) -> set[str]:
     """The names of ``target.rows``' columns that ``columns`` (resolved in ``frame``, a
-    DataFrame built on ``target.rows``) refer to."""
-    names = attribute_names(target.rows._jdf.queryExecution().analyzed().output())
-    found: set[str] = set()
-    for column in columns:
-        references = _resolved(frame, column).references().iterator()
-        while references.hasNext():
-            name = names.get(int(references.next().exprId().id()))
-            if name is not None:
-                found.add(name)
-    return found
+    DataFrame built on ``target.rows``) refer to (on Spark Connect, possibly a few more)."""
+    return _spark.referenced_columns(frame, target.rows, columns)
 
 
 def _matching(target: Pinned, condition: str | Column | None) -> tuple[DataFrame, str]:
@@ -319,18 +301,15 @@ def _matching(target: Pinned, condition: str | Column | None) -> tuple[DataFrame
     return target.rows.filter(column), condition_text(target.rows, condition)
 
 
-def _resolved(frame: DataFrame, column: Column) -> Any:
-    """``column`` analysed against ``frame``: the JVM expression."""
-    return frame.select(column)._jdf.queryExecution().analyzed().projectList().head()
-
-
 def check_deterministic(frame: DataFrame, column: Column, what: str) -> Column:
     """``column`` resolved against ``frame``; rejects a non-deterministic expression."""
-    resolved = _resolved(frame, column)
-    if not bool(resolved.deterministic()):
+    verdict = _spark.deterministic(frame, column)
+    if verdict is not True:
+        unknown = "" if verdict is False else _spark.UNCHECKED_DETERMINISM
         raise InvalidOptionError(
-            f"{what} ({resolved.sql()}) is not deterministic (for example rand() or uuid()): "
-            "a row-level change must select the same rows however often it is evaluated"
+            f"{what} ({_spark.expression_sql(frame, column)}) is not deterministic{unknown} "
+            "(for example rand() or uuid()): a row-level change must select the same rows "
+            "however often it is evaluated"
         )
     return column
 
@@ -338,7 +317,7 @@ def check_deterministic(frame: DataFrame, column: Column, what: str) -> Column:
 def condition_text(frame: DataFrame, condition: str | Column) -> str:
     if isinstance(condition, str):
         return condition
-    return str(frame.filter(condition)._jdf.queryExecution().analyzed().condition().sql())
+    return _spark.condition_sql(frame, condition)
 
 
 def as_column(value: str | Column) -> Column:

@@ -286,9 +286,8 @@ def _new_column(rows: DataFrame, name: str, value: str | Column) -> Column:
             f"addColumns: the value of {name!r} must be a Spark SQL expression (str) or a "
             f"Column, got {type(value).__name__}"
         )
-    base = rows._jdf.queryExecution().analyzed()
     try:
-        plan = rows.select(column.alias(name))._jdf.queryExecution().analyzed()
+        one_per_row = _spark.one_value_per_row(rows, column)
     except AnalysisException as err:
         if str(err.getCondition() or "").startswith("UNRESOLVED_COLUMN"):
             raise ColumnNotFoundError(
@@ -296,34 +295,31 @@ def _new_column(rows: DataFrame, name: str, value: str | Column) -> Column:
                 f"table does not have: {str(err).splitlines()[0]}"
             ) from err
         raise
-    if plan.getClass().getSimpleName() != "Project" or not bool(plan.child().sameResult(base)):
+    if not one_per_row:
         raise InvalidOptionError(
             f"addColumns: the expression of column {name!r} must give one value per row; "
             "aggregate, window and generator functions (sum, row_number, explode...) are "
             "not supported"
         )
-    resolved = plan.projectList().head()
-    if not bool(resolved.deterministic()):
+    if not _spark.deterministic(rows, column):
         raise InvalidOptionError(
-            f"addColumns: the expression of column {name!r} ({resolved.child().sql()}) is not "
-            "deterministic (for example rand() or uuid()): a retried task would write "
-            "other values"
+            f"addColumns: the expression of column {name!r} "
+            f"({_spark.expression_sql(rows, column)}) is not deterministic (for example "
+            "rand() or uuid()): a retried task would write other values"
         )
     return column
 
 
 def _sql(rows: DataFrame, column: Column) -> str:
     """A Column's Spark SQL text, for history (without the alias Spark gives it)."""
-    plan = rows.select(column.alias("c"))._jdf.queryExecution().analyzed()
-    return str(plan.projectList().head().child().sql())
+    return _spark.expression_sql(rows, column)
 
 
 def _referenced(
     rows: DataFrame, columns: Sequence[Column], table: Sequence[str]
 ) -> list[str] | None:
     """The table columns ``columns`` read (at least one), or None to read them all."""
-    refs = rows.select(*columns)._jdf.queryExecution().analyzed().references().toSeq()
-    used = {str(refs.apply(i).name()) for i in range(int(refs.length()))}
+    used = _spark.referenced_columns(rows, rows, columns)
     return _prunable([n for n in table if n in used] or list(table[:1]))
 
 

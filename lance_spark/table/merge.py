@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -405,8 +404,7 @@ def _write_schema(
 def _text(condition: str | Column) -> str:
     if isinstance(condition, str):
         return condition
-    java: Any = condition._jc
-    return str(java.toString())  # the Column's SQL-like text
+    return _spark.column_text(condition)  # the Column's SQL-like text
 
 
 def _first_line(err: BaseException) -> str:

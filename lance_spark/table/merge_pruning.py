@@ -32,14 +32,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lance_spark import _spark
 from lance_spark._spark import quote_identifier
 from lance_spark.errors import InvalidOptionError
 from lance_spark.source.filters import in_list_predicate
-from lance_spark.table.changes import attribute_names
 
 MAX_SOURCE_ROWS_CONF = "spark.lance.merge.keyPruning.maxSourceRows"
 # Up to this many source rows the keys are collected and pushed down. At 50,000 keys the IN
@@ -123,74 +122,15 @@ class KeyPruner:
         return keys
 
 
-# Leaves that produce the same rows on every evaluation (nothing is read).
-_GENERATED_LEAVES = frozenset({"Range", "LocalRelation", "OneRowRelation"})
-# Spark calls these deterministic, but each query sees its own time. Matched in the plan's
-# text (one call, not a walk over every expression): a column that happens to be named like
-# them only costs the cache.
-_TIME_FUNCTIONS = ("current_", "now(", "localtimestamp", "unix_timestamp(")
-
-
 def generates_rows(frame: DataFrame) -> bool:
     """Whether ``frame`` is a deterministic plan whose leaves only generate rows: evaluating
-    it twice gives the same rows for sure."""
-    plan = frame._jdf.queryExecution().analyzed()
-    if not bool(plan.deterministic()):
-        return False
-    text = str(plan.toString()).lower()
-    if any(name in text for name in _TIME_FUNCTIONS):
-        return False
-    leaves = plan.collectLeaves().iterator()
-    while leaves.hasNext():
-        if str(leaves.next().nodeName()) not in _GENERATED_LEAVES:
-            return False
-    return True
+    it twice gives the same rows for sure (always False on Spark Connect, see
+    :func:`lance_spark._spark.generates_rows`)."""
+    return _spark.generates_rows(frame)
 
 
 def find_equi_key(target_rows: DataFrame, source: DataFrame, condition: Any) -> EquiKey | None:
     """The first ``target column = source column`` conjunct of ``condition`` (a Column
     resolved against ``target_rows`` joined with ``source``), or None."""
-    try:
-        joined = target_rows.join(source, on=condition, how="inner")
-        join = _find_join(joined._jdf.queryExecution().analyzed())
-    except AnalysisException:
-        return None  # the MERGE plan itself reports the error
-    if join is None or join.condition().isEmpty():
-        return None
-    left = attribute_names(join.left().output())
-    right = attribute_names(join.right().output())
-    for conjunct in _conjuncts(join.condition().get()):
-        if _name(conjunct) != "EqualTo":
-            continue
-        sides = (conjunct.left(), conjunct.right())
-        if not all(_name(s) == "AttributeReference" for s in sides):
-            continue
-        a, b = (int(s.exprId().id()) for s in sides)
-        if not sides[0].dataType().equals(sides[1].dataType()):
-            continue
-        if a in left and b in right:
-            return EquiKey(left[a], right[b])
-        if b in left and a in right:
-            return EquiKey(left[b], right[a])
-    return None
-
-
-def _find_join(plan: Any) -> Any:
-    while plan is not None:
-        if _name(plan) == "Join":
-            return plan
-        children = plan.children()
-        if children.size() != 1:
-            return None
-        plan = children.head()
-    return None
-
-
-def _conjuncts(expression: Any) -> list[Any]:
-    if _name(expression) == "And":
-        return [*_conjuncts(expression.left()), *_conjuncts(expression.right())]
-    return [expression]
-
-
-def _name(java_object: Any) -> str:
-    return str(java_object.getClass().getSimpleName())
+    key = _spark.equi_key(target_rows, source, condition)
+    return None if key is None else EquiKey(*key)
