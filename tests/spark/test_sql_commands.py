@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from lance_spark import LanceTable, SqlSyntaxError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 
 @pytest.fixture
