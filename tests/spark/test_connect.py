@@ -24,9 +24,7 @@ def test_connect_session_has_no_jvm(connect_spark: SparkSession, connect_url: st
 
 def test_lance_round_trip_on_connect(connect_spark: SparkSession, table_uri: str) -> None:
     spark = connect_spark
-    frame = spark.range(0, 1000, 1, numPartitions=3).selectExpr(
-        "id", "concat('n', id % 7) AS name"
-    )
+    frame = spark.range(0, 1000, 1, numPartitions=3).selectExpr("id", "concat('n', id % 7) AS name")
     frame.write.format("lance").mode("append").save(table_uri)
     back = spark.read.format("lance").load(table_uri)
     assert back.schema.simpleString() == "struct<id:bigint,name:string>"
