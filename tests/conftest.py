@@ -11,6 +11,7 @@ own Python tests (a base mixin plus its Connect parity class) for function-style
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -49,11 +50,50 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
+# PySpark builds Columns, UDFs and functions (``F.col``, ``F.lit``, ``@F.udf``) for Spark
+# Connect only when this variable is set ("remote mode", as in every Connect-only client);
+# otherwise it builds classic Py4J objects, which a Connect DataFrame rejects.
+_REMOTE_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextlib.contextmanager
+def _remote_mode(on: bool) -> Iterator[None]:
+    before = os.environ.get(_REMOTE_MODE)
+    if on:
+        os.environ[_REMOTE_MODE] = "1"
+    else:
+        os.environ.pop(_REMOTE_MODE, None)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_REMOTE_MODE, None)
+        else:
+            os.environ[_REMOTE_MODE] = before
+
+
+def _is_connect_test(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("spark") == CONNECT
+
+
 @pytest.fixture(scope="session")
-def spark(request: pytest.FixtureRequest) -> object:
+def spark(request: pytest.FixtureRequest) -> Iterator[object]:
     """The session of the test's mode (classic unless the module runs in both modes)."""
     mode = getattr(request, "param", CLASSIC)
-    return request.getfixturevalue("classic_spark" if mode == CLASSIC else "connect_spark")
+    session = request.getfixturevalue("classic_spark" if mode == CLASSIC else "connect_spark")
+    # Remote mode also for fixtures built on a Connect ``spark``.
+    with _remote_mode(mode == CONNECT):
+        yield session
+
+
+@pytest.fixture(autouse=True)
+def _pyspark_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Remote mode exactly for the Connect tests (and tests using ``connect_spark``)."""
+    node = request.node
+    on = _is_connect_test(node) or "connect_spark" in getattr(node, "fixturenames", ())
+    with _remote_mode(on):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +132,8 @@ def connect_spark(connect_url: str) -> Iterator[object]:
     import lance_spark
 
     session = ConnectSession.builder.remote(connect_url).create()
-    lance_spark.register(session)
+    with _remote_mode(True):
+        lance_spark.register(session)
     yield session
     session.stop()
 

@@ -42,7 +42,7 @@ def _partitions(df: DataFrame) -> int:
             pass
         yield pa.RecordBatch.from_pydict({"n": [1]})
 
-    return int(df.mapInArrow(one_row, "n int").count())
+    return int(df.mapInArrow(one_row, "n long").count())
 
 
 def test_read_matches_pylance(spark: SparkSession, table_uri: str) -> None:
