@@ -1,4 +1,5 @@
-"""Servers the slow tests start on loopback: a Spark standalone cluster and a moto S3 endpoint.
+"""Servers the tests start on loopback: a Spark standalone cluster, a Spark Connect server and
+a moto S3 endpoint.
 
 Every process is started in its own session (process group) and the whole group is stopped on
 exit, so executors and Python workers forked by a Spark worker go with it, also when a test
@@ -261,6 +262,141 @@ def _wait_for_workers(url: str, expected: int, procs: list[_Process], timeout: f
         f"Spark standalone cluster not ready after {timeout:.0f}s ({last_error}) at {url}\n"
         + "\n".join(p.describe() for p in procs)
     )
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc), also those in other process groups."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@contextlib.contextmanager
+def connect_server(confs: Mapping[str, str] | None = None, timeout: float = 180.0) -> Iterator[str]:
+    """A Spark Connect server (``local[2]``) on 127.0.0.1 from the pyspark package; yields
+    ``sc://127.0.0.1:PORT`` once a client gets an answer from it.
+
+    It reads the repo's ``conf/`` (spark-defaults.conf, log4j2.properties) as the tests'
+    classic session does, and its Python workers import ``lance_spark`` from this checkout.
+    On exit its process group is stopped, and so are the PySpark daemons it forked (they run
+    in process groups of their own).
+    """
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).resolve().parent
+    submit = spark_home / "bin" / "spark-submit"
+    if not submit.exists():
+        raise ServerStartError(f"{submit} not found: the pyspark package should ship bin/")
+    base = Path(tempfile.mkdtemp(prefix="lance-spark-connect-"))
+    warehouse = base / "warehouse"
+    warehouse.mkdir()
+    env = spark_env()
+    env["SPARK_HOME"] = str(spark_home)
+    # Its Python workers must import the lance_spark under test, not an installed copy.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+    )
+    port = free_port()
+    settings = {
+        "spark.connect.grpc.binding.address": HOST,
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(warehouse),
+        # Derby's metastore_db and derby.log, if anything asks for them, stay in the temp dir.
+        "spark.driver.extraJavaOptions": _driver_java_options(base),
+        **(confs or {}),
+    }
+    argv = [
+        str(submit),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        "local[2]",
+        "--name",
+        "lance_spark-tests-connect",
+    ]
+    for key, value in settings.items():
+        argv += ["--conf", f"{key}={value}"]
+    argv.append("spark-internal")
+    url = f"sc://{HOST}:{port}"
+    proc: _Process | None = None
+    try:
+        proc = _Process("connect-server", argv, env, base, base)
+        _wait_for_connect(url, port, proc, timeout)
+        yield url
+    finally:
+        if proc is not None:
+            workers = _descendants(proc.proc.pid)
+            proc.stop()
+            # PySpark's daemon leaves when the JVM closes its stdin; make sure of it.
+            for pid in workers:
+                if _alive(pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _driver_java_options(base: Path) -> str:
+    """The spark-defaults.conf driver options (a --conf would replace them) plus Derby's home."""
+    options = ""
+    defaults = REPO / "conf" / "spark-defaults.conf"
+    for line in defaults.read_text().splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == "spark.driver.extraJavaOptions":
+            options = value.strip()
+    return f"{options} -Dderby.system.home={base}".strip()
+
+
+def _wait_for_connect(url: str, port: int, proc: _Process, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.exited() is not None:
+            raise ServerStartError(f"Spark Connect server exited\n{proc.describe()}")
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
+            break
+        if time.monotonic() > deadline:
+            raise ServerStartError(
+                f"Spark Connect server not listening on {HOST}:{port} after {timeout:.0f}s\n"
+                + proc.describe()
+            )
+        time.sleep(0.5)
+    # Listening: one round trip with a client of its own proves the server answers.
+    from pyspark.errors import PySparkException
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    client = ConnectSession.builder.remote(url).create()
+    try:
+        client.range(1).collect()
+    except PySparkException as err:
+        raise ServerStartError(
+            f"Spark Connect server at {url} does not answer: {err}\n{proc.describe()}"
+        ) from err
+    finally:
+        client.stop()
 
 
 @contextlib.contextmanager

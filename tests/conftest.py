@@ -1,7 +1,17 @@
-"""Shared fixtures: one SparkSession for the whole run, and fresh table paths."""
+"""Shared fixtures: one SparkSession for the whole run, and fresh table paths.
+
+Two modes. ``spark`` is the classic (Py4J) session. A module with
+``pytestmark = [..., pytest.mark.both_modes]`` runs each test that uses ``spark`` twice, ids
+``[classic]`` and ``[connect]``: on the classic session and on a Spark Connect session whose
+server the tests start on 127.0.0.1 (on first use, stopped at the end of the run). Everything
+built on ``spark`` (``view``, the module's own fixtures) follows the mode. The Connect variants
+carry the ``connect`` marker: ``-m "not connect"`` skips them. This is the pairing of Spark's
+own Python tests (a base mixin plus its Connect parity class) for function-style tests.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -22,8 +32,72 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
 
 
+CLASSIC = "classic"
+CONNECT = "connect"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "spark" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_modes"):
+        metafunc.parametrize(
+            "spark",
+            [
+                pytest.param(CLASSIC, id=CLASSIC),
+                pytest.param(CONNECT, id=CONNECT, marks=pytest.mark.connect),
+            ],
+            indirect=True,
+            # Per module: its classic tests run first, then its Connect tests.
+            scope="module",
+        )
+
+
+# PySpark builds Columns, UDFs and functions (``F.col``, ``F.lit``, ``@F.udf``) for Spark
+# Connect only when this variable is set ("remote mode", as in every Connect-only client);
+# otherwise it builds classic Py4J objects, which a Connect DataFrame rejects.
+_REMOTE_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextlib.contextmanager
+def _remote_mode(on: bool) -> Iterator[None]:
+    before = os.environ.get(_REMOTE_MODE)
+    if on:
+        os.environ[_REMOTE_MODE] = "1"
+    else:
+        os.environ.pop(_REMOTE_MODE, None)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_REMOTE_MODE, None)
+        else:
+            os.environ[_REMOTE_MODE] = before
+
+
+def _is_connect_test(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("spark") == CONNECT
+
+
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def spark(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The session of the test's mode (classic unless the module runs in both modes)."""
+    mode = getattr(request, "param", CLASSIC)
+    session = request.getfixturevalue("classic_spark" if mode == CLASSIC else "connect_spark")
+    # Remote mode also for fixtures built on a Connect ``spark``.
+    with _remote_mode(mode == CONNECT):
+        yield session
+
+
+@pytest.fixture(autouse=True)
+def _pyspark_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Remote mode exactly for the Connect tests (and tests using ``connect_spark``)."""
+    node = request.node
+    on = _is_connect_test(node) or "connect_spark" in getattr(node, "fixturenames", ())
+    with _remote_mode(on):
+        yield
+
+
+@pytest.fixture(scope="session")
+def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     import lance_spark
@@ -35,6 +109,31 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .getOrCreate()
     )
     lance_spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_url() -> Iterator[str]:
+    """``sc://127.0.0.1:PORT`` of a Spark Connect server that lives until the end of the run."""
+    from _servers import connect_server
+
+    with connect_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_url: str) -> Iterator[object]:
+    """A Spark Connect session on the tests' server, registered like the classic one."""
+    # The generic builder refuses a remote session next to the classic one in this process
+    # (SESSION_ALREADY_EXIST); the Connect builder itself does not.
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    import lance_spark
+
+    session = ConnectSession.builder.remote(connect_url).create()
+    with _remote_mode(True):
+        lance_spark.register(session)
     yield session
     session.stop()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
-import time
+from collections.abc import Iterator
 from typing import Any
 
 import lance
@@ -14,9 +14,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import LanceTable
+from lance_spark._spark import default_parallelism
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, SchemaMismatchError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 
 def _expressions() -> dict[str, Any]:
@@ -149,15 +150,27 @@ def test_duplicate_key_fails_without_version_or_files(spark: SparkSession, table
     finally:
         spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
     # Tasks Spark killed after the failure may still be running: wait until they are gone.
-    tracker = spark.sparkContext.statusTracker()
-    deadline = time.monotonic() + 600
-    while tracker.getActiveStageIds() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    _wait_until_no_task_runs(spark)
     assert lance.dataset(table_uri).version == version
     # No data file, no Lance temporary of a killed task, no staging marker is left.
     assert _data_files(table_uri) == files
     assert not glob.glob(os.path.join(table_uri, "data", ".tmp*"))
     assert not os.path.exists(os.path.join(table_uri, "_lance_spark"))
+
+
+def _wait_until_no_task_runs(spark: SparkSession) -> None:
+    """Return once no task runs on the session's executors (``statusTracker`` is classic only).
+
+    A barrier stage with one task per slot starts only when every slot is free at once, and a
+    slot is freed only when its task has ended (killed tasks too).
+    """
+    slots = default_parallelism(spark)
+
+    def done(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from batches
+
+    frame = spark.range(0, slots, 1, numPartitions=slots)
+    assert frame.mapInArrow(done, frame.schema, barrier=True).count() == slots
 
 
 def test_errors_leave_the_table_unchanged(spark: SparkSession, table_uri: str) -> None:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 _names = (f"lance_cat_{i}" for i in itertools.count())
 

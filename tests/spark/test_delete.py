@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from lance_spark import LanceTable
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 
 def _table(spark: SparkSession, uri: str) -> LanceTable:

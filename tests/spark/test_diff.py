@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_spark import LanceTable
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, VersionNotFoundError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 Change = tuple[Any, ...]  # (_commit_version, _change_type, *the table's columns)
 

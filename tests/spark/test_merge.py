@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from lance_spark import LanceMergeBuilder, LanceTable
 from lance_spark.table.merge_pruning import MAX_SOURCE_ROWS_CONF
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 
 def _build(builder: LanceMergeBuilder, when: When) -> LanceMergeBuilder:

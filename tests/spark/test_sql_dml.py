@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_spark import LanceTable
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, SqlSyntaxError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 TARGET = [(1, "a", 10), (2, "b", 20), (3, "c", 30), (4, None, 40)]
 

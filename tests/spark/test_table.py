@@ -20,7 +20,7 @@ from lance_spark import (
 )
 from lance_spark.source.dataset import version_timestamps
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 _names = (f"lance_tbl_{i}" for i in itertools.count())
 
@@ -116,7 +116,7 @@ def test_history_restore_and_foreign_versions(spark: SparkSession, table_uri: st
     assert by_version[4].operationParameters == {"version": "2"}
     assert by_version[4].operationMetrics["num_restored_files"] == "4"
     assert by_version[5].operationParameters["version"] == "3"
-    assert by_version[1].appId == spark.sparkContext.applicationId
+    assert by_version[1].appId == spark.conf.get("spark.app.id")
     for foreign in (by_version[10], by_version[9], by_version[8], by_version[7]):
         assert foreign.operationParameters == {} and foreign.operationMetrics == {}
         assert foreign.userMetadata is None and foreign.appId is None

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 
 def _data_files(uri: str) -> set[str]:
@@ -143,7 +143,7 @@ def test_commit_records_operation_app_and_user_metadata(
     first = ds.read_transaction(1).transaction_properties
     assert first["lance_spark.operation"] == "CREATE TABLE"
     assert first["lance_spark.userMetadata"] == "nightly ingest"
-    assert first["lance_spark.appId"] == spark.sparkContext.applicationId
+    assert first["lance_spark.appId"] == spark.conf.get("spark.app.id")
     assert json.loads(first["lance_spark.operationMetrics"])["numOutputRows"] == 1000
     second = ds.read_transaction(2).transaction_properties
     assert second["lance_spark.operation"] == "WRITE"
