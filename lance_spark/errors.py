@@ -90,9 +90,9 @@ class CommitConflictError(LanceSparkError):
 
 class ConcurrentModificationError(CommitConflictError):
     """A MERGE, UPDATE, DELETE or addColumns kept meeting concurrent commits that changed rows
-    it reads (or the fragments it changes), and was redone until its attempts ran out. Nothing of it
-    was committed; the message names the version it read, the version that overlapped and
-    what overlapped.
+    it reads (or the fragments it changes), and was redone until its attempts ran out. Nothing
+    of it was committed; the message names the version it read, the version that overlapped
+    and what overlapped.
 
     Example::
 
