@@ -264,8 +264,9 @@ def _wait_for_workers(url: str, expected: int, procs: list[_Process], timeout: f
     )
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (from /proc), also those in other process groups."""
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc), also those in other process groups
+    (PySpark's worker daemon puts itself in a process group of its own)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -287,7 +288,8 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a dead child nobody reaped yet)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
@@ -350,11 +352,11 @@ def connect_server(confs: Mapping[str, str] | None = None, timeout: float = 180.
         yield url
     finally:
         if proc is not None:
-            workers = _descendants(proc.proc.pid)
+            workers = descendants(proc.proc.pid)
             proc.stop()
             # PySpark's daemon leaves when the JVM closes its stdin; make sure of it.
             for pid in workers:
-                if _alive(pid):
+                if alive(pid):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
         shutil.rmtree(base, ignore_errors=True)

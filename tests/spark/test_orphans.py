@@ -16,6 +16,8 @@ from pathlib import Path
 
 import lance
 import pytest
+from _servers import alive as _alive
+from _servers import descendants as _descendants
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -74,38 +76,6 @@ def _wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen[b
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} after {_TIMEOUT} s")
         time.sleep(0.2)
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (Linux /proc). PySpark's worker daemon puts itself in
-    a process group of its own, so killing the driver's group does not reach the workers."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie (a dead child nobody reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _kill_all(proc: subprocess.Popen[bytes]) -> None:
