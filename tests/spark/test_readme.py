@@ -1,4 +1,7 @@
-"""The README's Python examples run, in order, against the test session."""
+"""The README's Python examples (```python blocks) run, in order, against the test session.
+
+Blocks fenced ```py are illustrations that need something else (a Connect server) and are not run.
+"""
 
 from __future__ import annotations
 
