@@ -92,15 +92,12 @@ def begin_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> Non
                 fs.makedirs(root, exist_ok=True)
             fs.touch(f"{root}/{OPEN_MARKER}")
             return
-        except FileNotFoundError as err:
-            # Another job that just ended removed the empty staging folders between our
-            # makedirs of the parents and of our own folder (_remove_empty_dirs): make them
-            # again. A location that cannot be written at all fails every attempt.
-            if attempt == _BEGIN_ATTEMPTS - 1:
-                raise LanceSparkError(
-                    f"cannot write to the Lance table at {table_uri!r}: {err}"
-                ) from err
         except OSError as err:
+            # FileNotFoundError: another job that just ended removed the empty staging folders
+            # between our makedirs of the parents and of our own folder (_remove_empty_dirs):
+            # make them again. A location that cannot be written at all fails every attempt.
+            if isinstance(err, FileNotFoundError) and attempt < _BEGIN_ATTEMPTS - 1:
+                continue
             raise LanceSparkError(
                 f"cannot write to the Lance table at {table_uri!r}: {err}"
             ) from err
