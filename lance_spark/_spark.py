@@ -106,6 +106,11 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal (backslashes and quotes escaped)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def is_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session (no JVM on this side: no ``sparkContext``, ``_jdf``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
@@ -804,7 +809,7 @@ def _sql_literal(value: Any, data_type: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return sql_string(value)
     if isinstance(value, (bytes, bytearray)):
         return "X'" + bytes(value).hex().upper() + "'"
     if isinstance(data_type, DateType):

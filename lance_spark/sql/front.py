@@ -25,13 +25,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from sqlglot import expressions as exp
 
+from lance_spark._spark import sql_string
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError
 from lance_spark.source import dataset
 from lance_spark.source import writer as _writer
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.session import DEFAULTS_ATTR
-from lance_spark.sql.targets import parse_sql, sql_string
+from lance_spark.sql.targets import parse_sql
 
 _MARKER = "_lance_spark_sql_installed"
 

@@ -12,6 +12,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import expressions as exp
 
+from lance_spark._spark import sql_string
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.reader import uri_from_schema
 
@@ -45,11 +46,6 @@ def refresh_catalog_entry(
     name = table_name(table)
     run(f"DROP TABLE {name}")
     run(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def path_of(table: exp.Table) -> str | None:
