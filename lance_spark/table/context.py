@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StructField, StructType
 
 from lance_spark import _spark
+from lance_spark.errors import TableNotFoundError
 from lance_spark.source.dataset import open_latest
 
 
@@ -30,6 +31,14 @@ class TableContext:
     def open(self) -> lance.LanceDataset:
         """The latest version (:class:`TableNotFoundError` if there is no table)."""
         return open_latest(self.uri, storage=self.storage)
+
+    def exists(self) -> bool:
+        """True when a Lance table (at least one committed version) is at ``uri``."""
+        try:
+            self.open()
+        except (TableNotFoundError, OSError):
+            return False
+        return True
 
     @property
     def app_id(self) -> str:

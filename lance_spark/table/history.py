@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lance_spark.errors import InvalidOptionError, TableNotFoundError, VersionNotFoundError
+from lance_spark.errors import InvalidOptionError, VersionNotFoundError
 from lance_spark.source import commit as _commit
 from lance_spark.source.dataset import open_version, resolve_version, version_timestamps
 from lance_spark.source.options import TimeTravel
@@ -163,11 +163,7 @@ def shallow_clone(table: TableContext, target: str, version: int | str | None) -
         reference = resolve_version(
             ds, TimeTravel(version=None if version is None else int(version)), uri=table.uri
         )
-    try:
-        TableContext(table.spark, target, table.storage).open()
-    except (TableNotFoundError, OSError):
-        pass
-    else:
+    if TableContext(table.spark, target, table.storage).exists():
         raise InvalidOptionError(f"cannot clone into {target!r}: a Lance table exists there")
     ds.shallow_clone(target, reference, storage_options=dict(table.storage) or None)
 

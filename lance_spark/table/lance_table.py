@@ -127,11 +127,7 @@ class LanceTable:
             if not LanceTable.isLanceTable(spark, uri):
                 df.write.format("lance").mode("append").save(uri)
         """
-        try:
-            cls(spark, path, storage_options)._open()
-        except (TableNotFoundError, OSError):
-            return False
-        return True
+        return cls(spark, path, storage_options)._context.exists()
 
     # --- reading ------------------------------------------------------------------------------
 
