@@ -9,8 +9,12 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_CONF_DIR := $(abspath conf)
 
+# The JVM companion (jvm/), compiled with javac against the pyspark wheel's jars.
+JAR    := lance_spark/jars/lance-spark-companion.jar
+JAVA_SOURCES := $(shell find jvm/src -name '*.java')
+
 .DEFAULT_GOAL := help
-.PHONY: help demo bench test test-unit lint clean java venv
+.PHONY: help demo bench test test-unit lint clean java venv jar
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,16 +30,22 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
 	@touch $(STAMP)
 
-java: ## Check for Java 17+ (installs OpenJDK 17 with apt when missing and running as root)
+java: ## Check for a JDK 17+ (installs OpenJDK 17 with apt when missing and running as root)
 	@bash scripts/ensure-java.sh
 
-demo: $(STAMP) java ## Run the walkthrough ("a time machine with Lance") on local Spark and local files
+jar: $(JAR) ## Build the JVM companion jar (javac against the pyspark wheel's jars)
+
+$(JAR): $(STAMP) $(JAVA_SOURCES) jvm/build.sh
+	@bash scripts/ensure-java.sh
+	@bash jvm/build.sh $(PY) $@
+
+demo: $(STAMP) $(JAR) ## Run the walkthrough ("a time machine with Lance") on local Spark and local files
 	$(PY) notebooks/time_machine.py
 
-bench: $(STAMP) java ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
+bench: $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
 
-test: $(STAMP) java ## Run every test: unit, Spark, standalone cluster and S3 (moto)
+test: $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
 	$(PY) -m pytest
 
 test-unit: $(STAMP) ## Run the fast tests that need no JVM
@@ -47,5 +57,5 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/mypy lance_spark benchmarks
 
 clean: ## Remove the venv, caches and generated data
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data
+	rm -rf $(VENV) $(dir $(JAR)) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Compile the companion with javac against the jars of the installed pyspark wheel (no Maven,
+# no Scala compiler, nothing downloaded) and package it where lance_spark finds it.
+#   jvm/build.sh PYTHON OUT_JAR
+set -euo pipefail
+python=$1
+out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+classes=$(mktemp -d)
+trap 'rm -rf "$classes"' EXIT
+# -Xlint:-path: the wheel's jars name Class-Path entries that it does not ship; -classfile:
+# Arrow's classes carry annotations of a checker library the wheel does not ship.
+javac --release 17 -Xlint:all,-path,-serial,-classfile -Werror -encoding UTF-8 \
+  -cp "$jars/*" -d "$classes" $(find "$here/src" -name '*.java' | sort)
+mkdir -p "$(dirname "$out")"
+jar --create --file "$out.tmp" -C "$classes" .
+mv "$out.tmp" "$out"
+echo "built $out"

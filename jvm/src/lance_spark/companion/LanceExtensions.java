@@ -1,0 +1,68 @@
+package lance_spark.companion;
+
+import java.util.Collections;
+import java.util.Set;
+import java.util.WeakHashMap;
+
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+
+import scala.runtime.AbstractFunction1;
+import scala.runtime.BoxedUnit;
+
+/**
+ * The companion's entry point: {@code spark.sql.extensions=lance_spark.companion.LanceExtensions}
+ * (what {@code lance_spark.configure(builder)} sets), or {@link #installOn} on a running classic
+ * session (what {@code lance_spark.register(spark)} calls when the jar is on the class path).
+ *
+ * <p>It adds one optimizer rule, {@link LanceScanRule}.
+ *
+ * <p>Spark internals it depends on: {@code SparkSessionExtensions.injectPreCBORule} (the "Pre CBO
+ * Rules" batch runs right before "Early Filter and Projection Push-Down", where
+ * {@code V2ScanRelationPushDown} asks a table for its scan builder); for {@link #installOn},
+ * {@code classic.SparkSession.extensions()} and {@code BaseSessionStateBuilder} reading the
+ * injected pre-CBO rules at every optimizer run (not once per session).
+ */
+public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
+  /** Bumped with every change of the protocol between this jar and {@code lance_spark}. */
+  public static final int PROTOCOL = 1;
+
+  private static final Set<SparkSessionExtensions> INSTALLED =
+      Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
+
+  @Override
+  public BoxedUnit apply(SparkSessionExtensions extensions) {
+    install(extensions);
+    return BoxedUnit.UNIT;
+  }
+
+  private static void install(SparkSessionExtensions extensions) {
+    if (INSTALLED.add(extensions)) {
+      extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+        @Override
+        public Rule<LogicalPlan> apply(SparkSession session) {
+          return new LanceScanRule();
+        }
+      });
+    }
+  }
+
+  /** Turns the companion on for {@code session} and the sessions that share its extensions. */
+  public static void installOn(org.apache.spark.sql.classic.SparkSession session) {
+    install(session.extensions());
+  }
+
+  /** Whether the companion is on for {@code session}. */
+  public static boolean isInstalled(org.apache.spark.sql.classic.SparkSession session) {
+    return INSTALLED.contains(session.extensions());
+  }
+
+  /** Whether the companion is on for the active session (a Spark Connect server's included). */
+  public static boolean isActive() {
+    return SparkSession.getActiveSession().isDefined()
+        && SparkSession.getActiveSession().get() instanceof org.apache.spark.sql.classic.SparkSession s
+        && isInstalled(s);
+  }
+}

@@ -1,0 +1,186 @@
+package lance_spark.companion;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import org.apache.spark.api.python.PythonFunction;
+import org.apache.spark.sql.connector.expressions.aggregate.AggregateFunc;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.expressions.aggregate.CountStar;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsPushDownLimit;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import scala.Option;
+
+/**
+ * The scan builder of one read of a {@code lance} table. Everything it learns (filters, columns,
+ * LIMIT, COUNT) stays on this object and the {@link Scan} it builds, never on the
+ * {@code PythonDataSourceV2} that every scan of a DataFrame shares (SPARK-58551).
+ *
+ * <p>Python is called twice at most: when Spark pushes filters (to learn which ones Lance
+ * evaluates exactly) and in {@link #build} (to plan the read with everything that was pushed).
+ *
+ * <p>Spark internals: {@code PythonDataSourceV2.getOrCreateDataSourceInPython} and
+ * {@code source().createPythonFunction} (the pickled Python data source instance);
+ * {@code SQLConf.pythonFilterPushDown}.
+ */
+final class LanceScanBuilder
+    implements SupportsPushDownFilters,
+        SupportsPushDownRequiredColumns,
+        SupportsPushDownLimit,
+        SupportsPushDownAggregates {
+  private final PythonDataSourceV2 dataSource;
+  private final String shortName;
+  private final StructType schema;
+  private final CaseInsensitiveStringMap options;
+
+  private Filter[] pushed = new Filter[0];
+  private StructType required;
+  private Integer limit;
+  private int counts; // COUNT(*) columns of a completely pushed aggregate, 0 when none
+
+  LanceScanBuilder(
+      PythonDataSourceV2 dataSource,
+      String shortName,
+      StructType schema,
+      CaseInsensitiveStringMap options) {
+    this.dataSource = dataSource;
+    this.shortName = shortName;
+    this.schema = schema;
+    this.options = options;
+    this.required = schema;
+  }
+
+  @Override
+  public Filter[] pushFilters(Filter[] filters) {
+    if (filters.length == 0 || !SQLConf.get().pythonFilterPushDown()) {
+      return filters;
+    }
+    LancePlanner.Result result = plan(filters, request("filters"));
+    boolean[] flags = result.pushed(filters.length);
+    List<Filter> accepted = new ArrayList<>();
+    List<Filter> rejected = new ArrayList<>();
+    for (int i = 0; i < filters.length; i++) {
+      (flags[i] ? accepted : rejected).add(filters[i]);
+    }
+    pushed = accepted.toArray(new Filter[0]);
+    return rejected.toArray(new Filter[0]);
+  }
+
+  @Override
+  public Filter[] pushedFilters() {
+    return pushed.clone();
+  }
+
+  @Override
+  public void pruneColumns(StructType requiredSchema) {
+    // Arrow cannot carry rows without columns from the Python worker (its output is one struct
+    // column whose length is the row count), so a scan that needs no column reads the
+    // narrowest one; Spark drops it above the scan.
+    required = requiredSchema.isEmpty() ? narrowest() : requiredSchema;
+  }
+
+  private StructType narrowest() {
+    StructField best = null;
+    for (StructField field : schema.fields()) {
+      if (best == null || field.dataType().defaultSize() < best.dataType().defaultSize()) {
+        best = field;
+      }
+    }
+    return best == null ? schema : new StructType(new StructField[] {best});
+  }
+
+  @Override
+  public boolean pushLimit(int n) {
+    // Spark pushes a LIMIT only when no filter is left above the scan, i.e. every filter was
+    // pushed and Lance evaluates it exactly.
+    limit = n;
+    return true;
+  }
+
+  @Override
+  public boolean isPartiallyPushed() {
+    // Each task stops after n rows, but several tasks may run: Spark applies the LIMIT again.
+    return true;
+  }
+
+  @Override
+  public boolean pushAggregation(Aggregation aggregation) {
+    counts = isCountStar(aggregation) ? aggregation.aggregateExpressions().length : 0;
+    return counts > 0;
+  }
+
+  @Override
+  public boolean supportCompletePushDown(Aggregation aggregation) {
+    return isCountStar(aggregation);
+  }
+
+  private static boolean isCountStar(Aggregation aggregation) {
+    if (aggregation.groupByExpressions().length != 0) {
+      return false;
+    }
+    AggregateFunc[] functions = aggregation.aggregateExpressions();
+    if (functions.length == 0) {
+      return false;
+    }
+    for (AggregateFunc function : functions) {
+      if (!(function instanceof CountStar)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  @Override
+  public Scan build() {
+    ObjectNode request = request("plan");
+    if (counts > 0) {
+      request.put("aggregate", "count");
+    } else {
+      request.put("read_schema", required.json());
+      if (limit != null) {
+        request.put("limit", limit);
+      }
+    }
+    LancePlanner.Result result = plan(pushed, request);
+    for (boolean flag : result.pushed(pushed.length)) {
+      if (!flag) {
+        throw new IllegalStateException(
+            "lance_spark companion: a filter Lance accepted when Spark pushed it was refused "
+                + "when the scan was planned");
+      }
+    }
+    JsonNode reply = result.reply();
+    if (counts > 0) {
+      return new LanceCountScan(reply, counts);
+    }
+    return new LanceScan(required, result.spark().readInfo(), reply, dataSource.source());
+  }
+
+  private ObjectNode request(String phase) {
+    ObjectNode request = LancePlanner.JSON.createObjectNode();
+    request.put("phase", phase);
+    request.put("protocol", LanceExtensions.PROTOCOL);
+    return request;
+  }
+
+  private LancePlanner.Result plan(Filter[] filters, ObjectNode request) {
+    PythonDataSourceCreationResult created =
+        dataSource.getOrCreateDataSourceInPython(shortName, options, Option.apply(schema));
+    PythonFunction python = dataSource.source().createPythonFunction(created.dataSource());
+    return new LancePlanner(python, schema, filters, request).run();
+  }
+}

@@ -1,0 +1,98 @@
+package lance_spark.companion;
+
+import java.lang.reflect.Field;
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.spark.sql.connector.catalog.Column;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/**
+ * A {@code lance} Python table as the read side sees it: everything is the Python table's, but
+ * {@link #newScanBuilder} returns a {@link LanceScanBuilder} (pruning, LIMIT, COUNT, statistics,
+ * columnar output, read state per scan) instead of Spark's {@code PythonScanBuilder}.
+ *
+ * <p>Spark internals: {@code PythonTable} and its private field {@code ds} (the
+ * {@code PythonDataSourceV2} that holds the Python data source class and the pickled instance).
+ */
+final class LanceScanTable implements Table, SupportsRead {
+  static final String FORMAT = "lance";
+  private static final Field DATA_SOURCE = dataSourceField();
+
+  private final PythonTable python;
+  private final PythonDataSourceV2 dataSource;
+
+  private LanceScanTable(PythonTable python, PythonDataSourceV2 dataSource) {
+    this.python = python;
+    this.dataSource = dataSource;
+  }
+
+  /** The table to read {@code table} with, or null when it is not a {@code lance} Python table. */
+  static LanceScanTable wrap(Table table) {
+    if (!(table instanceof PythonTable python) || !FORMAT.equalsIgnoreCase(python.name())) {
+      return null;
+    }
+    try {
+      return new LanceScanTable(python, (PythonDataSourceV2) DATA_SOURCE.get(python));
+    } catch (IllegalAccessException e) {
+      throw new IllegalStateException("lance_spark companion: cannot read PythonTable.ds", e);
+    }
+  }
+
+  private static Field dataSourceField() {
+    try {
+      Field field = PythonTable.class.getDeclaredField("ds");
+      field.setAccessible(true);
+      return field;
+    } catch (NoSuchFieldException e) {
+      throw new IllegalStateException(
+          "lance_spark companion: this Spark has no PythonTable.ds; the companion supports "
+              + "Spark 4.3",
+          e);
+    }
+  }
+
+  @Override
+  public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    return new LanceScanBuilder(dataSource, python.name(), python.schema(), options);
+  }
+
+  @Override
+  public String name() {
+    return python.name();
+  }
+
+  @Override
+  @SuppressWarnings("deprecation")
+  public StructType schema() {
+    return python.schema();
+  }
+
+  @Override
+  public Column[] columns() {
+    return python.columns();
+  }
+
+  @Override
+  public Transform[] partitioning() {
+    return python.partitioning();
+  }
+
+  @Override
+  public Map<String, String> properties() {
+    return python.properties();
+  }
+
+  @Override
+  public Set<TableCapability> capabilities() {
+    return python.capabilities();
+  }
+}
