@@ -6,8 +6,18 @@ the application (classic or Spark Connect, ``newSession()`` included). Installin
 ``lance_spark`` installs this module, so ``format("lance")`` works with no setup.
 ``lance_spark.register(spark)`` still does more (session storage options, the SQL front,
 filter pushdown switched on, writes from threads) and its registration wins in its session.
+
+This module is also the worker module of the JVM companion's planning calls (``main``):
+Spark's Python daemon runs only worker modules whose name starts with ``pyspark``.
 """
 
 from lance_spark.source.datasource import LanceDataSource as DefaultSource
+from lance_spark.source.scan_planner import main
 
-__all__ = ["DefaultSource"]
+__all__ = ["DefaultSource", "main"]
+
+if __name__ == "__main__":  # the planner worker without Spark's daemon (spark.python.use.daemon)
+    from pyspark.worker_util import get_sock_file_to_executor
+
+    with get_sock_file_to_executor() as sock_file:
+        main(sock_file, sock_file)

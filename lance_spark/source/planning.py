@@ -42,6 +42,21 @@ class FragmentInfo:
     fragment_id: int
     physical_rows: int
     live_rows: int
+    # Bytes of its data files, from the manifest (None when a file does not record its size).
+    size_bytes: int | None = None
+
+
+def limited(fragments: Sequence[FragmentInfo], limit: int) -> list[FragmentInfo]:
+    """The first fragments that hold at least ``limit`` live rows (all when they hold fewer)."""
+    chosen: list[FragmentInfo] = []
+    rows = 0
+    for frag in fragments:
+        if rows >= limit:
+            break
+        if frag.live_rows:
+            chosen.append(frag)
+            rows += frag.live_rows
+    return chosen
 
 
 def plan_partitions(

@@ -27,7 +27,13 @@ from lance_spark.source.options import (
     ReadOptions,
     check_plain_names,
 )
-from lance_spark.source.planning import FragmentInfo, FragmentSlice, LancePartition, plan_partitions
+from lance_spark.source.planning import (
+    FragmentInfo,
+    FragmentSlice,
+    LancePartition,
+    limited,
+    plan_partitions,
+)
 
 URI_METADATA_KEY = "lance.uri"
 
@@ -42,6 +48,27 @@ class Projection:
     # Columns of a catalog table's schema that the version being read does not have yet:
     # they read as NULL (the catalog schema is fixed, the table's schema evolves).
     absent: tuple[str, ...] = ()
+
+    def select(self, names: Sequence[str]) -> Projection:
+        """The part of this projection that a scan needs (Spark's pruned columns), in order."""
+        lance_of = dict(zip(self.spark_names, self.lance_columns, strict=True))
+        lance_columns: list[str] = []
+        spark_names: list[str] = []
+        for name in names:
+            if name in lance_of:
+                lance_columns.append(lance_of[name])
+                spark_names.append(name)
+            elif name not in self.metadata_columns and name not in self.absent:
+                raise ColumnNotFoundError(
+                    f"column {name!r} is not read by this scan; it reads "
+                    f"{', '.join((*self.spark_names, *self.metadata_columns, *self.absent))}"
+                )
+        return Projection(
+            tuple(lance_columns),
+            tuple(spark_names),
+            tuple(m for m in self.metadata_columns if m in names),
+            tuple(a for a in self.absent if a in names),
+        )
 
 
 def table_projection(table_schema: pa.Schema, options: ReadOptions) -> Projection:
@@ -181,6 +208,9 @@ class LanceReader(DataSourceReader):
     fragments: tuple[FragmentInfo, ...] = ()
     pushed_filter: str | None = None
     output_schema: StructType = field(default_factory=StructType)
+    # A LIMIT the JVM companion pushed (only when every filter was pushed): each task stops
+    # after this many rows; Spark applies the LIMIT again over the tasks.
+    limit: int | None = None
 
     pushFilters = _PushFilters()  # DataSourceReader.pushFilters (see _PushFilters)
 
@@ -200,12 +230,72 @@ class LanceReader(DataSourceReader):
         for r in rejected:
             yield originals[id(r)]
 
+    def for_scan(self, read_schema: StructType, *, limit: int | None) -> LanceReader:
+        """This reader narrowed to the columns of ``read_schema`` (Spark's pruned schema, nested
+        fields included) and to ``limit`` rows: what the JVM companion plans each scan with."""
+        return dataclasses.replace(
+            self,
+            projection=self.projection.select(read_schema.names),
+            output_schema=read_schema,
+            limit=limit,
+        )
+
+    @property
+    def predicate(self) -> str | None:
+        """The Lance filter of this read: the ``filter`` option and the pushed filters."""
+        return _and(self.user_filter, self.pushed_filter)
+
+    def count_rows(self) -> int:
+        """The rows this read returns, without reading them when no filter applies (a pushed
+        ``COUNT(*)``): live rows from the manifest, or Lance's ``count_rows(filter)``."""
+        if self.predicate is None:
+            return sum(f.live_rows for f in self.fragments)
+        ds = _dataset.open_version(self.uri, self.version, storage=self.storage)
+        return int(ds.count_rows(filter=self.predicate))
+
+    def statistics(self) -> tuple[int | None, int]:
+        """(rows, bytes) for Spark's planner, from the manifest: the rows when no filter applies,
+        and the data files' size scaled to the share of the row width the scan reads."""
+        rows = sum(f.live_rows for f in self.fragments)
+        widths = {f.name: _types.estimated_width(f.type) for f in self.table_schema}
+        total = sum(widths.values()) or 1
+        read = sum(widths[c] for c in self.projection.lance_columns)
+        read += 8 * len(self.projection.metadata_columns)
+        known = [f.size_bytes for f in self.fragments if f.size_bytes is not None]
+        if len(known) == len(self.fragments):
+            size = sum(known)
+        else:  # files written before Lance recorded their size: estimate from the row width
+            size = sum(f.physical_rows for f in self.fragments) * total
+        return (rows if self.predicate is None else None), max(1, size * read // total)
+
+    def describe(self) -> dict[str, str]:
+        """What this read does, for EXPLAIN (never storage options)."""
+        columns = [*self.projection.lance_columns, *self.projection.metadata_columns]
+        described = {
+            "Location": self.uri,
+            "Version": str(self.version),
+            "ReadColumns": f"[{', '.join(columns)}]",
+            "ReadSchema": self.output_schema.simpleString(),
+        }
+        if self.predicate is not None:
+            described["LanceFilter"] = self.predicate
+        if self.limit is not None:
+            described["PushedLimit"] = str(self.limit)
+        return described
+
     def partitions(self) -> Sequence[InputPartition]:
-        predicate = _and(self.user_filter, self.pushed_filter)
+        predicate = self.predicate
         if predicate is not None:
             pruned = self._index_partitions(predicate)
             if pruned is not None:
                 return pruned
+        elif self.limit is not None:
+            # No filter: the first fragments holding `limit` rows, in one task.
+            return plan_partitions(
+                limited(self.fragments, self.limit),
+                rows_per_partition=self.rows_per_partition,
+                min_partitions=1,
+            )
         return plan_partitions(
             self.fragments,
             rows_per_partition=self.rows_per_partition,
@@ -259,18 +349,26 @@ class LanceReader(DataSourceReader):
         target = to_arrow_schema(self.output_schema, timezone="UTC")
         # The projected columns' part of it, the target of the type conversion.
         converted = pa.schema([target.field(n) for n in self.projection.spark_names])
-        predicate = _and(self.user_filter, self.pushed_filter)
         meta = self.projection.metadata_columns
         fragment_ids = [s.fragment_id for s in partition.slices]
+        remaining = self.limit
         with _dataset.reading_data(self.uri, ds, fragment_ids, storage=self.storage):
             for batch in _scan(
                 ds,
                 partition.slices,
                 list(self.projection.lance_columns),
-                predicate,
+                self.predicate,
                 meta,
                 self.batch_size,
+                self.limit,
             ):
+                if remaining is not None:
+                    if batch.num_rows >= remaining:
+                        yield _to_spark(
+                            batch.slice(0, remaining), self.projection, converted, target
+                        )
+                        return
+                    remaining -= batch.num_rows
                 yield _to_spark(batch, self.projection, converted, target)
 
 
@@ -289,6 +387,7 @@ def _scan(
     predicate: str | None,
     meta: Sequence[str],
     batch_size: int,
+    limit: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     kwargs: dict[str, Any] = {
         # Lance returns the row version columns when they are asked for as columns.
@@ -297,6 +396,8 @@ def _scan(
         "with_row_id": "_rowid" in meta,
         "with_row_address": "_rowaddr" in meta or "_fragid" in meta,
     }
+    if limit is not None:  # each scanner stops early; read() caps the total
+        kwargs["limit"] = limit
     whole = [s.fragment_id for s in slices if s.is_whole]
     if whole:
         fragments = [ds.get_fragment(i) for i in whole]
@@ -350,7 +451,9 @@ def fragment_infos(ds: Any) -> tuple[FragmentInfo, ...]:
 def _fragment_info(meta: Any) -> FragmentInfo:
     deleted = meta.deletion_file.num_deleted_rows if meta.deletion_file is not None else 0
     physical = int(meta.physical_rows)
-    return FragmentInfo(int(meta.id), physical, physical - int(deleted or 0))
+    sizes = [f.file_size_bytes for f in meta.files]
+    size = None if any(s is None for s in sizes) else sum(int(s) for s in sizes)
+    return FragmentInfo(int(meta.id), physical, physical - int(deleted or 0), size)
 
 
 def _and(*parts: str | None) -> str | None:

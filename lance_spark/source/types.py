@@ -211,6 +211,33 @@ def conform_read_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBat
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
+# Bytes per value assumed for variable-width data (Spark's default size of a string) and per
+# list (elements assumed per row), when estimating a scan's size for Spark's planner.
+_VARIABLE_WIDTH = 20
+_LIST_ELEMENTS = 4
+
+
+def estimated_width(t: pa.DataType) -> int:
+    """Bytes one value of ``t`` takes, roughly: exact for fixed widths (a 128-float vector is
+    512), estimated for strings, binaries and lists. Only ratios between columns matter."""
+    if isinstance(t, pa.BaseExtensionType):
+        return estimated_width(t.storage_type)
+    if pa.types.is_fixed_size_list(t):
+        return max(1, int(t.list_size)) * estimated_width(t.value_type)
+    if pa.types.is_struct(t):
+        return max(1, sum(estimated_width(f.type) for f in _children(t)))
+    if pa.types.is_map(t):
+        return _LIST_ELEMENTS * (estimated_width(t.key_type) + estimated_width(t.item_type))
+    if _is_list_like(t):
+        return _LIST_ELEMENTS * estimated_width(t.value_type)
+    if pa.types.is_dictionary(t):
+        return estimated_width(t.value_type)
+    try:
+        return max(1, int(t.bit_width) // 8)
+    except ValueError:  # variable width
+        return _VARIABLE_WIDTH
+
+
 def _spark_field(field: pa.Field, path: str) -> StructField:
     return StructField(field.name, _spark_type(field.type, path), field.nullable)
 
