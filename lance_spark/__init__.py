@@ -10,7 +10,8 @@ Example::
 
 from __future__ import annotations
 
-from lance_spark._register import register
+from lance_spark._register import configure, register, spark_conf
+from lance_spark._spark import companion_jar
 from lance_spark._version import __version__
 from lance_spark.errors import (
     CardinalityViolationError,
@@ -48,5 +49,8 @@ __all__ = [
     "UnsupportedTypeError",
     "VersionNotFoundError",
     "__version__",
+    "companion_jar",
+    "configure",
     "register",
+    "spark_conf",
 ]

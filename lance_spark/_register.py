@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -32,7 +34,13 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       ``storage_options`` win over the conf, per-operation ``storage.<key>`` options over both;
       call ``register`` again after changing them;
     - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table;
-    - lets reads and writes run from any Python thread (``threading``, thread pools).
+    - lets reads and writes run from any Python thread (``threading``, thread pools);
+    - turns on the JVM companion for a classic session (its jar ships in the package), which
+      makes each read its own scan: only the columns a query needs, LIMIT and ``COUNT(*)``
+      pushed to Lance, statistics for Spark's joins, Arrow batches handed to Spark as columns,
+      and correct results when a DataFrame is reused (SPARK-58551). A Spark Connect session
+      gets it from its server's configuration (see :func:`spark_conf`); without it,
+      ``register`` warns once.
 
     Without credentials anywhere, Lance uses its standard chains (environment variables such
     as ``AWS_ACCESS_KEY_ID``, profiles, instance roles).
@@ -56,3 +64,58 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     reset_private_formats(spark)
     sql.install(spark, defaults)
     _spark.install_thread_sessions()  # writes from any Python thread (see _spark)
+    if not _spark.enable_companion(spark):
+        _warn_without_companion(spark)
+
+
+def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
+    """Add the JVM companion to a session builder (jar and session extension), as Delta's
+    ``configure_spark_with_delta_pip`` does; settings already on the builder are kept.
+
+    ``register`` turns the companion on for a running classic session by itself; building the
+    session with it also puts the jar on the executors' class path from the start.
+
+    Example::
+
+        spark = lance_spark.configure(SparkSession.builder.appName("app")).getOrCreate()
+        lance_spark.register(spark)
+    """
+    current: dict[str, str] = dict(getattr(builder, "_options", {}) or {})
+    for key, value in _spark.companion_conf(current).items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def spark_conf() -> dict[str, str]:
+    """The Spark settings that load the JVM companion: ``spark.jars`` (the jar shipped in this
+    package) and ``spark.sql.extensions``. For a Spark Connect server or ``spark-submit``,
+    where no Python runs before the session is built.
+
+    Example::
+
+        args = [f"--conf={k}={v}" for k, v in lance_spark.spark_conf().items()]
+        subprocess.run(["start-connect-server.sh", *args])
+    """
+    return _spark.companion_conf()
+
+
+_warned = threading.Event()
+
+
+def _warn_without_companion(spark: SparkSession) -> None:
+    if _warned.is_set():
+        return
+    _warned.set()
+    where = (
+        "on the Spark Connect server (its configuration: lance_spark.spark_conf())"
+        if _spark.is_connect(spark)
+        else "by building the session with lance_spark.configure(SparkSession.builder)"
+    )
+    warnings.warn(
+        "lance_spark: the JVM companion is not active in this session, so Spark plans Lance "
+        "reads itself: every column is read (count() too), no LIMIT or statistics, and a "
+        "DataFrame reused after a filtered query (a second action, a temp view queried twice, "
+        "a self-join with two filters) can silently read too few rows (SPARK-58551, Spark "
+        f"4.3). Turn it on {where}; the jar is {_spark.companion_jar()} (make builds it).",
+        stacklevel=3,
+    )

@@ -823,3 +823,94 @@ def _sql_literal(value: Any, data_type: Any) -> str:
         element = getattr(data_type, "elementType", None)
         return "array(" + ", ".join(_sql_literal(v, element) for v in value) + ")"
     return str(value)
+
+
+# --------------------------------------------------------------------------------------------
+# The JVM companion (jvm/): what turns it on and what tells whether it is on
+# --------------------------------------------------------------------------------------------
+
+COMPANION_EXTENSION = "lance_spark.companion.LanceExtensions"
+# "false" switches the companion off for a session at run time (LanceScanRule reads it).
+COMPANION_ENABLED_CONF = "spark.lance.companion.enabled"
+COMPANION_JAR_NAME = "lance-spark-companion.jar"
+_EXTENSIONS_CONF = "spark.sql.extensions"
+_JARS_CONF = "spark.jars"
+
+
+def companion_jar() -> str:
+    """Path of the companion's jar, shipped inside the package (built by ``make``)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", COMPANION_JAR_NAME)
+
+
+def companion_conf(current: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings that load the companion (jar and session extension), merged into the
+    comma-separated lists ``current`` may already hold."""
+    current = current or {}
+
+    def merged(key: str, value: str) -> str:
+        present = [v.strip() for v in str(current.get(key) or "").split(",") if v.strip()]
+        return ",".join(present if value in present else [*present, value])
+
+    return {
+        _JARS_CONF: merged(_JARS_CONF, companion_jar()),
+        _EXTENSIONS_CONF: merged(_EXTENSIONS_CONF, COMPANION_EXTENSION),
+    }
+
+
+def companion_enabled(spark: SparkSession) -> bool:
+    """Whether the companion plans this session's Lance scans.
+
+    Classic: asked of the JVM. Spark Connect has no JVM on the client: the server's
+    ``spark.sql.extensions`` names it (the server loads extensions from its configuration).
+    """
+    if is_connect(spark):
+        return COMPANION_EXTENSION in str(spark.conf.get(_EXTENSIONS_CONF, "") or "")
+    extensions = _companion_class(spark)
+    return extensions is not None and bool(extensions.isInstalled(spark._jsparkSession))
+
+
+def enable_companion(spark: SparkSession) -> bool:
+    """Turn the companion on for a running classic session; False when it cannot be.
+
+    Spark limit (4.3): session extensions are read from ``spark.sql.extensions`` when a session
+    is built. But the session's optimizer reads its injected pre-CBO rules again at every run
+    (``BaseSessionStateBuilder.customPreCBORules``), so injecting into the running session's
+    ``SparkSessionExtensions`` takes effect from the next query. The jar goes on the driver's
+    class loader (PySpark's JVM runs user code in a ``MutableURLClassLoader``) and, through
+    ``addJar``, to the executors.
+    """
+    if is_connect(spark):
+        return companion_enabled(spark)
+    extensions = _companion_class(spark)
+    if extensions is None:
+        jar = companion_jar()
+        if not os.path.exists(jar):
+            return False
+        jvm: Any = spark._jvm
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        if "MutableURLClassLoader" not in loader.getClass().getName():
+            return False
+        loader.addURL(jvm.java.io.File(jar).toURI().toURL())
+        spark.sparkContext._jsc.sc().addJar(jar)
+        extensions = _companion_class(spark)
+        if extensions is None:
+            return False
+    extensions.installOn(spark._jsparkSession)
+    return True
+
+
+def _companion_class(spark: SparkSession) -> Any:
+    """The companion's ``LanceExtensions`` class through Py4J, or None when it is not loaded."""
+    from py4j.java_gateway import JavaClass
+    from py4j.protocol import Py4JJavaError
+
+    jvm: Any = spark._jvm
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(COMPANION_EXTENSION, False, loader)
+    except Py4JJavaError as err:
+        if err.java_exception.getClass().getName() == "java.lang.ClassNotFoundException":
+            return None
+        raise
+    found = jvm.lance_spark.companion.LanceExtensions
+    return found if isinstance(found, JavaClass) else None

@@ -1,0 +1,30 @@
+"""``lance_spark.configure`` / ``spark_conf``: the settings that load the JVM companion (no JVM)."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+import lance_spark
+
+
+def test_configure_keeps_what_the_builder_has() -> None:
+    builder = SparkSession.builder.config("spark.jars", "/opt/a.jar").config(
+        "spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"
+    )
+    options = lance_spark.configure(builder)._options  # type: ignore[attr-defined]
+    assert options["spark.jars"] == f"/opt/a.jar,{lance_spark.companion_jar()}"
+    assert options["spark.sql.extensions"] == (
+        "io.delta.sql.DeltaSparkSessionExtension,lance_spark.companion.LanceExtensions"
+    )
+    # Idempotent: configuring twice adds nothing.
+    again = lance_spark.configure(builder)._options  # type: ignore[attr-defined]
+    assert again["spark.jars"] == options["spark.jars"]
+
+
+def test_spark_conf_names_the_jar_shipped_in_the_package() -> None:
+    conf = lance_spark.spark_conf()
+    assert conf == {
+        "spark.jars": lance_spark.companion_jar(),
+        "spark.sql.extensions": "lance_spark.companion.LanceExtensions",
+    }
+    assert lance_spark.companion_jar().endswith("lance_spark/jars/lance-spark-companion.jar")
