@@ -115,10 +115,13 @@ def classic_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def connect_url() -> Iterator[str]:
-    """``sc://127.0.0.1:PORT`` of a Spark Connect server that lives until the end of the run."""
+    """``sc://127.0.0.1:PORT`` of a Spark Connect server that lives until the end of the run,
+    with the JVM companion loaded from its configuration (as a user's server would be)."""
     from _servers import connect_server
 
-    with connect_server() as url:
+    import lance_spark
+
+    with connect_server(lance_spark.spark_conf()) as url:
         yield url
 
 

@@ -92,6 +92,22 @@ def scan_tasks(spark: SparkSession, uri: str) -> list[dict[str, Any]]:
     return [r.asDict() for r in table.mapInPandas(_probe, schema).collect()]
 
 
+def companion_queries(spark: SparkSession, uri: str) -> dict[str, Any]:
+    """Queries the JVM companion plans itself: pruned columns, a pushed LIMIT, a pushed COUNT,
+    a DataFrame reused after a filtered query (its executors read through the companion's
+    reader factory, so the jar must have reached them)."""
+    table = spark.read.format("lance").load(uri)
+    pruned = table.where("label = 'b'").select("id")
+    return {
+        "plan": table.where(QUERY_FILTER)._jdf.queryExecution().executedPlan().toString(),
+        "pruned_sum": sum(r.id for r in pruned.collect()),
+        "limited": len(table.limit(5).collect()),
+        "count": table.count(),
+        "filtered_count": table.where("label = 'b'").count(),
+        "reused_count": table.count(),
+    }
+
+
 def _wait_for_executors(spark: SparkSession, expected: int, timeout: float = 120.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
@@ -106,8 +122,9 @@ def main(master_url: str, uri: str) -> None:
     import lance_spark
 
     started = time.monotonic()
+    # The companion from configuration (spark.jars ships its jar to the executors).
     spark = (
-        SparkSession.builder.master(master_url)
+        lance_spark.configure(SparkSession.builder.master(master_url))
         .appName("lance_spark-standalone-test")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -138,11 +155,13 @@ def main(master_url: str, uri: str) -> None:
         mark = time.monotonic()
         tasks = scan_tasks(spark, uri)
         timings["scan"] = time.monotonic() - mark
+        companion = companion_queries(spark, uri)
     finally:
         spark.stop()
     result = {
         "rows": rows,
         "tasks": tasks,
+        "companion": companion,
         "executors": executors,
         "driver_pid": os.getpid(),
         "driver_cwd": os.getcwd(),

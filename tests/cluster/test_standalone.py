@@ -109,3 +109,11 @@ def test_write_and_filtered_read_match_local(cluster_url: str, spark: Any, tmp_p
     assert on_cluster["driver_cwd"] not in executor_dirs
     assert len(executor_dirs) == 2, executor_dirs
     assert len({t["ppid"] for t in tasks}) >= 2  # one Python daemon per executor JVM
+
+    # The JVM companion, from configuration: its scans ran on the executors.
+    companion = on_cluster["companion"]
+    assert "LanceScan" in companion["plan"], companion["plan"]
+    assert companion["pruned_sum"] == sum(i for i in range(ROWS) if i % 3 == 1)
+    assert companion["limited"] == 5
+    assert companion["count"] == companion["reused_count"] == ROWS
+    assert companion["filtered_count"] == len([i for i in range(ROWS) if i % 3 == 1])

@@ -50,14 +50,14 @@ def _number(cell: str) -> float:
 def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -> None:
     bench = _harness()
     out = tmp_path / "BENCHMARKS.md"
-    argv = ["--rows", "20000", "--runs", "1", "--out", str(out)]
+    argv = ["--rows", "20000", "--ml-rows", "2000", "--runs", "1", "--out", str(out)]
     argv += ["--work-dir", str(tmp_path / "work")]
 
     assert bench.main(argv, spark=spark) == 0
 
     markdown = out.read_text(encoding="utf-8")
     results = _section(markdown, "## Results", "###")
-    assert len(bench.CASE_NAMES) == 10
+    assert len(bench.CASE_NAMES) == 17
     for name in bench.CASE_NAMES:
         _, lance_median, baseline, baseline_median, ratio, target, holds = _row(results, name)
         _number(lance_median)
@@ -84,7 +84,8 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
     for write in ("Parquet append", "Parquet overwrite"):
         assert _row(memory, write)[1] == "2"
 
-    assert "python -m benchmarks.run --rows 20000 --runs 1" in markdown
+    assert "python -m benchmarks.run --rows 20000 --ml-rows 2000 --runs 1" in markdown
+    assert "2,000 rows of `id` bigint, `key` string" in markdown
     for fact in ("cores (`os.cpu_count()`)", "GiB (`MemTotal`)", "Java: ", "pylance 14.0.2"):
         assert fact in markdown
     where = _section(markdown + "\n## end", "## Where the time goes", "## end")

@@ -185,22 +185,6 @@ def test_empty_table_reads_as_empty(spark: SparkSession, table_uri: str) -> None
     assert spark.read.format("lance").load(table_uri).count() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Spark 4.3.0 bug (fixed upstream for 5.0, SPARK-58551): the reader planned by filter "
-    "pushdown is cached on the DataFrame's relation and reused by a later query without "
-    "pushable filters, which then returns the filtered rows. No Python code runs for that "
-    "query, so the connector cannot correct it; see README 'Known limits'.",
-)
-def test_unfiltered_query_after_pushed_filter_on_same_dataframe(
-    spark: SparkSession, table_uri: str
-) -> None:
-    _write_versions(table_uri, batches=1)
-    df = spark.read.format("lance").load(table_uri)
-    assert df.where("label = 'l1'").count() == 25
-    assert df.count() == 100
-
-
 def test_fresh_dataframes_and_catalog_tables_avoid_the_spark_reader_cache(
     spark: SparkSession, table_uri: str
 ) -> None:

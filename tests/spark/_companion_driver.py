@@ -1,0 +1,71 @@
+"""A Spark driver of its own for tests/spark/test_companion_setup.py (run as a subprocess):
+how a session gets the JVM companion, or does without it.
+
+    python _companion_driver.py configure <table>   # built with lance_spark.configure
+    python _companion_driver.py missing   <table>   # no jar: register warns, Spark plans reads
+
+Prints one ``RESULT {json}`` line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import warnings
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+import lance_spark
+from lance_spark import _spark
+
+RESULT_PREFIX = "RESULT "
+
+
+def _plan(frame: DataFrame) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        frame.explain()
+    return out.getvalue()
+
+
+def main(mode: str, uri: str) -> dict[str, Any]:
+    builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+    if mode == "configure":
+        builder = lance_spark.configure(builder)
+    else:  # a package whose jar was not built
+        _spark.companion_jar = lambda: "/nonexistent/lance-spark-companion.jar"  # type: ignore[assignment]
+    spark = builder.getOrCreate()
+    try:
+        before = _spark.companion_enabled(spark)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lance_spark.register(spark)
+            lance_spark.register(spark)  # warns once per process
+
+        def table() -> DataFrame:
+            return spark.read.format("lance").load(uri)
+
+        reused = table()
+        filtered_then_all = (reused.where("id > 10").count(), reused.count())
+        return {
+            "enabled_before_register": before,
+            "enabled": _spark.companion_enabled(spark),
+            "warnings": [str(w.message) for w in caught if "companion" in str(w.message)],
+            "plan": _plan(table().where("id > 10").select("id")),
+            "filtered": sorted(r.id for r in table().where("id > 10").select("id").collect()),
+            "count": table().count(),
+            "limit": len(table().limit(3).collect()),
+            "reused": filtered_then_all,
+            "conf": {
+                key: spark.conf.get(key, "") for key in ("spark.jars", "spark.sql.extensions")
+            },
+        }
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    print(RESULT_PREFIX + json.dumps(main(sys.argv[1], sys.argv[2])), flush=True)

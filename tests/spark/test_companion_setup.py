@@ -1,0 +1,74 @@
+"""How a session gets the JVM companion: ``lance_spark.configure`` at build time (what a user
+does for a new session, a ``spark-submit`` or a cluster), and what happens without it (a
+warning naming SPARK-58551, every read still right). Each case is a driver of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+
+import lance_spark
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+DRIVER = Path(__file__).resolve().with_name("_companion_driver.py")
+ROWS = 40
+
+
+def _run(mode: str, uri: str, cwd: Path) -> dict[str, Any]:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    done = subprocess.run(
+        [sys.executable, str(DRIVER), mode, uri],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        pytest.fail(f"driver exited with {done.returncode}\n{done.stdout}\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    path = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"id": pa.array(range(ROWS), pa.int64())}), path)
+    return path
+
+
+def test_configure_loads_the_companion_at_session_build(uri: str, tmp_path: Path) -> None:
+    result = _run("configure", uri, tmp_path)
+    assert result["enabled_before_register"] is True  # from spark.sql.extensions
+    assert result["enabled"] is True and result["warnings"] == []
+    assert lance_spark.companion_jar() in result["conf"]["spark.jars"].split(",")
+    assert result["conf"]["spark.sql.extensions"] == "lance_spark.companion.LanceExtensions"
+    assert "LanceScan" in result["plan"]
+    assert result["filtered"] == list(range(11, ROWS))
+    assert (result["count"], result["limit"]) == (ROWS, 3)
+    assert result["reused"] == [ROWS - 11, ROWS]
+
+
+def test_without_the_jar_register_warns_once_and_reads_stay_right(uri: str, tmp_path: Path) -> None:
+    result = _run("missing", uri, tmp_path)
+    assert result["enabled_before_register"] is False and result["enabled"] is False
+    assert len(result["warnings"]) == 1
+    message = result["warnings"][0]
+    assert "SPARK-58551" in message and "lance_spark.configure" in message
+    assert "(Python)" in result["plan"] and "LanceScan" not in result["plan"]
+    assert result["filtered"] == list(range(11, ROWS))
+    assert (result["count"], result["limit"]) == (ROWS, 3)
+    # The trap the warning names (SPARK-58551): the same DataFrame counted after a filtered
+    # query counts the filtered rows; fresh DataFrames (above) are right.
+    assert result["reused"] == [ROWS - 11, ROWS - 11]
