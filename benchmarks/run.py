@@ -16,6 +16,7 @@ temporary directory), deleted at the end unless ``--keep-data``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import shlex
@@ -51,6 +52,13 @@ MIB = 1024 * 1024
 BASE_LANCE = "base.lance"
 BASE_PARQUET = "base.parquet"
 INDEXED_LANCE = "indexed.lance"
+ML_LANCE = "ml.lance"
+ML_PARQUET = "ml.parquet"
+SMALL_LANCE = "small.lance"
+SMALL_PARQUET = "small.parquet"
+ML_EMBEDDING_SIZE = 128
+ML_LABELS = 10
+ML_OPTION = "embedding.arrow.fixed-size-list.size"
 
 PARQUET = "Parquet"
 LANCE_CURRENT = "Lance, current version"
@@ -65,6 +73,13 @@ OVERWRITE = "overwrite write (all rows)"
 MERGE = "MERGE 1% upsert vs full Parquet rewrite"
 OLD_VERSION = "old-version read vs current-version read"
 COUNT_ROWS = "countRows() vs count()"
+ML_COUNT = "ML: df.count()"
+ML_GROUP_BY = 'ML: select("id", "label").groupBy("label").count()'
+ML_LIMIT = "ML: limit(10).collect()"
+ML_DISTINCT = 'ML: select("label").distinct()'
+ML_FULL_SCAN = "ML: full scan"
+ML_KEY_LOOKUP = "ML: lookup by unsorted key, BTREE index"
+ML_BROADCAST_JOIN = "ML: join of a small Lance table with the Parquet one"
 
 CASE_NAMES = (
     FULL_SCAN,
@@ -77,6 +92,13 @@ CASE_NAMES = (
     APPEND,
     OVERWRITE,
     MERGE,
+    ML_COUNT,
+    ML_GROUP_BY,
+    ML_LIMIT,
+    ML_DISTINCT,
+    ML_FULL_SCAN,
+    ML_KEY_LOOKUP,
+    ML_BROADCAST_JOIN,
 )
 
 # Upper bounds on the median per-run ratio Lance / baseline (None: reported, no target).
@@ -91,11 +113,18 @@ TARGETS: dict[str, float | None] = {
     MERGE: 0.2,
     OLD_VERSION: 1.05,
     COUNT_ROWS: 0.1,
+    ML_COUNT: 0.5,
+    ML_GROUP_BY: 1.0,
+    ML_LIMIT: 0.5,
+    ML_DISTINCT: 1.0,
+    ML_FULL_SCAN: 1.0,
+    ML_KEY_LOOKUP: 0.3,
+    ML_BROADCAST_JOIN: 1.0,
 }
 
 METHODS: dict[str, str] = {
     FULL_SCAN: 'every column of the table to the `noop` sink (`df.write.format("noop")`).',
-    PROJECTION: 'Lance `.option("columns", "id,x")` vs Parquet `.select("id", "x")`, to `noop`.',
+    PROJECTION: '`.select("id", "x")` on both sides (no `columns` option), to `noop`.',
     FILTER_NO_INDEX: (
         "`id >= lo AND id < lo + rows/1000` (pushed down to Lance), to `noop`; "
         "`lo` changes every run, the same on both sides."
@@ -129,6 +158,21 @@ METHODS: dict[str, str] = {
         "`merge(...).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()` on a copy, "
         "restored after every run (untimed). Parquet: read the table, left-anti join with "
         "the source, union the source, write to a new path (deleted after every run)."
+    ),
+    ML_COUNT: "`df.count()` on the ML table, the same code on both sides (so for the rest).",
+    ML_GROUP_BY: '`df.select("id", "label").groupBy("label").count().collect()`.',
+    ML_LIMIT: "`df.limit(10).collect()`.",
+    ML_DISTINCT: '`df.select("label").distinct().collect()`.',
+    ML_FULL_SCAN: "every column of the ML table (embedding included) to the `noop` sink.",
+    ML_KEY_LOOKUP: (
+        "`df.filter(key = k).collect()` (one row) on the unsorted string key, `k` changing "
+        "every run; the Lance table has a BTREE index on `key` (`LanceTable.createIndex`), "
+        "the Parquet files are Spark's (min/max statistics only)."
+    ),
+    ML_BROADCAST_JOIN: (
+        '`big.join(small, "label").agg(sum(weight)).collect()`: `big` is the ML table as '
+        "Parquet on both sides, `small` the 10 labels with a weight, as Lance vs as Parquet. "
+        "Spark broadcasts `small` only when its scan reports its size."
     ),
 }
 
@@ -209,6 +253,15 @@ class DataInfo:
 
 
 @dataclass(frozen=True)
+class MlDataInfo:
+    rows: int
+    lance_fragments: int
+    lance_mib: float
+    parquet_files: int
+    parquet_mib: float
+
+
+@dataclass(frozen=True)
 class Report:
     command: str
     date: str
@@ -216,6 +269,7 @@ class Report:
     master: str
     machine: Machine
     data: DataInfo
+    ml_data: MlDataInfo
     cases: tuple[CaseResult, ...]
     memory: tuple[MemoryResult, ...]
     settings: tuple[tuple[str, str], ...] = ()
@@ -469,6 +523,7 @@ class Bench:
     runs: int
     root: Path
     partitions: int
+    ml_rows: int = 1_000_000
 
     def path(self, name: str) -> str:
         return str(self.root / name)
@@ -561,6 +616,47 @@ def prepare(b: Bench) -> DataInfo:
     )
 
 
+def ml_key(i: int) -> str:
+    """The ML table's unsorted string key of id ``i`` (what the SQL in ``ml_frame`` computes)."""
+    return hashlib.sha256(str(i).encode()).hexdigest()[:16]
+
+
+def ml_frame(b: Bench) -> DataFrame:
+    """The ML-shaped table: id, an unsorted string key, x, a label and a 128-float embedding."""
+    embedding = ", ".join(f"cast({_unit(100 + i)} as float)" for i in range(ML_EMBEDDING_SIZE))
+    ids = b.spark.range(0, b.ml_rows, numPartitions=b.partitions)
+    return ids.selectExpr(
+        "id",
+        "substr(sha2(cast(id as string), 256), 1, 16) as key",
+        f"{_unit(90)} as x",
+        f"concat('label_', cast(pmod(xxhash64(id, 91), {ML_LABELS}) as string)) as label",
+        f"array({embedding}) as embedding",
+    )
+
+
+def prepare_ml(b: Bench) -> MlDataInfo:
+    """The ML table as Lance (BTREE index on key) and as Parquet, and the small label table."""
+    log(f"writing the ML table ({b.ml_rows} rows, {ML_EMBEDDING_SIZE}-float embeddings)")
+    ml_frame(b).write.mode("overwrite").parquet(b.path(ML_PARQUET))
+    ml_frame(b).write.format("lance").option(ML_OPTION, str(ML_EMBEDDING_SIZE)).mode(
+        "overwrite"
+    ).save(b.path(ML_LANCE))
+    expect("ML Lance rows", LanceTable.forPath(b.spark, b.path(ML_LANCE)).countRows(), b.ml_rows)
+    LanceTable.forPath(b.spark, b.path(ML_LANCE)).createIndex("key", "BTREE")
+    small = b.spark.range(ML_LABELS).selectExpr(
+        "concat('label_', cast(id as string)) as label", "cast(id + 1 as double) as weight"
+    )
+    small.coalesce(1).write.mode("overwrite").parquet(b.path(SMALL_PARQUET))
+    small.coalesce(1).write.format("lance").mode("overwrite").save(b.path(SMALL_LANCE))
+    return MlDataInfo(
+        rows=b.ml_rows,
+        lance_fragments=len(lance.dataset(b.path(ML_LANCE)).get_fragments()),
+        lance_mib=size_mib(b.path(ML_LANCE)),
+        parquet_files=len([p for p in files_under(b.path(ML_PARQUET)) if p.suffix == ".parquet"]),
+        parquet_mib=size_mib(b.path(ML_PARQUET)),
+    )
+
+
 class LanceRestorer:
     """Brings a Lance table back to the version it had when made, and drops the files of
     the versions in between (``restoreToVersion`` + ``vacuum(0)``)."""
@@ -604,7 +700,7 @@ def case_full_scan(b: Bench) -> CaseResult:
 def case_projection(b: Bench) -> CaseResult:
     return measure(
         PROJECTION,
-        Side(lambda _t: to_noop(read_lance(b.spark, b.path(BASE_LANCE), columns="id,x"))),
+        Side(lambda _t: to_noop(read_lance(b.spark, b.path(BASE_LANCE)).select("id", "x"))),
         Side(lambda _t: to_noop(b.spark.read.parquet(b.path(BASE_PARQUET)).select("id", "x"))),
         b.runs,
     )
@@ -797,6 +893,85 @@ def case_merge(b: Bench) -> CaseResult:
     )
 
 
+def _ml_case(b: Bench, name: str, query: Callable[[DataFrame, int], object]) -> CaseResult:
+    """The same DataFrame code on a fresh DataFrame of each side's ML table."""
+    return measure(
+        name,
+        Side(lambda t: query(read_lance(b.spark, b.path(ML_LANCE)), t)),
+        Side(lambda t: query(b.spark.read.parquet(b.path(ML_PARQUET)), t)),
+        b.runs,
+    )
+
+
+def case_ml_count(b: Bench) -> CaseResult:
+    return _ml_case(b, ML_COUNT, lambda df, _t: expect("ML count()", df.count(), b.ml_rows))
+
+
+def case_ml_group_by(b: Bench) -> CaseResult:
+    def query(df: DataFrame, _trial: int) -> None:
+        counts = df.select("id", "label").groupBy("label").count().collect()
+        expect("ML groupBy rows", sum(r["count"] for r in counts), b.ml_rows)
+
+    return _ml_case(b, ML_GROUP_BY, query)
+
+
+def case_ml_limit(b: Bench) -> CaseResult:
+    return _ml_case(b, ML_LIMIT, lambda df, _t: expect("ML limit", len(df.limit(10).collect()), 10))
+
+
+def case_ml_distinct(b: Bench) -> CaseResult:
+    def query(df: DataFrame, _trial: int) -> None:
+        expect("ML labels", len(df.select("label").distinct().collect()), ML_LABELS)
+
+    return _ml_case(b, ML_DISTINCT, query)
+
+
+def case_ml_full_scan(b: Bench) -> CaseResult:
+    return _ml_case(b, ML_FULL_SCAN, lambda df, _t: to_noop(df))
+
+
+def case_ml_key_lookup(b: Bench) -> CaseResult:
+    def query(df: DataFrame, trial: int) -> None:
+        wanted = b.probe(trial, b.ml_rows)
+        found = df.filter(F.col("key") == ml_key(wanted)).collect()
+        expect("ML key lookup rows", len(found), 1)
+        expect("ML key lookup id", found[0]["id"], wanted)
+
+    return _ml_case(b, ML_KEY_LOOKUP, query)
+
+
+def case_ml_broadcast_join(b: Bench) -> CaseResult:
+    expected = None
+
+    def query(small: DataFrame) -> float:
+        big = b.spark.read.parquet(b.path(ML_PARQUET))
+        row = big.join(small, "label").agg(F.sum("weight")).first()
+        return float(cast(Any, row)[0])
+
+    def lance_run(_trial: int) -> None:
+        nonlocal expected
+        total = query(read_lance(b.spark, b.path(SMALL_LANCE)))
+        expected = total if expected is None else expected
+        expect("ML join total", round(total), round(expected))
+
+    def parquet_run(_trial: int) -> None:
+        total = query(b.spark.read.parquet(b.path(SMALL_PARQUET)))
+        if expected is not None:
+            expect("ML join total", round(total), round(expected))
+
+    def broadcast_check() -> None:
+        joined = b.spark.read.parquet(b.path(ML_PARQUET)).join(
+            read_lance(b.spark, b.path(SMALL_LANCE)), "label"
+        )
+        text = cast(Any, joined)._jdf.queryExecution().executedPlan().toString()
+        if "BroadcastHashJoin" not in text:
+            raise RuntimeError(f"benchmark sanity check failed: no broadcast join in\n{text}")
+
+    return measure(
+        ML_BROADCAST_JOIN, Side(lance_run, check=broadcast_check), Side(parquet_run), b.runs
+    )
+
+
 def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...]]:
     memory: list[MemoryResult] = []
     cases = (
@@ -810,6 +985,13 @@ def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...
         case_append(b, memory),
         case_overwrite(b, memory),
         case_merge(b),
+        case_ml_count(b),
+        case_ml_group_by(b),
+        case_ml_limit(b),
+        case_ml_distinct(b),
+        case_ml_full_scan(b),
+        case_ml_key_lookup(b),
+        case_ml_broadcast_join(b),
     )
     return cases, tuple(memory)
 
@@ -912,7 +1094,7 @@ def _memory_row(m: MemoryResult) -> str:
 
 
 def render(report: Report) -> str:
-    m, d = report.machine, report.data
+    m, d, ml = report.machine, report.data, report.ml_data
     lines = [
         "# Benchmarks: the `lance` data source vs Spark's Parquet",
         "",
@@ -940,6 +1122,14 @@ def render(report: Report) -> str:
         "a Parquet `array<float>`), generated deterministically from `id` by Spark. "
         f"Lance: {d.lance_fragments} fragments, {d.lance_mib:.1f} MiB; "
         f"Parquet: {d.parquet_files} files, {d.parquet_mib:.1f} MiB.",
+        "",
+        f"The ML cases (`ML:`) read another table, the shape of a training set: "
+        f"{ml.rows:,} rows of `id` bigint, `key` string (16 hex characters of a hash of `id`: "
+        f"unique and unsorted), `x` double, `label` string ({ML_LABELS} values) and "
+        f"`embedding` {ML_EMBEDDING_SIZE} floats. Lance: {ml.lance_fragments} fragments, "
+        f"{ml.lance_mib:.1f} MiB, a BTREE index on `key`; Parquet: {ml.parquet_files} files, "
+        f"{ml.parquet_mib:.1f} MiB. Plain DataFrame code, the same on both sides: no "
+        "`columns` option, no table API.",
         "",
         "## Method",
         "",
@@ -1009,6 +1199,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--rows", type=int, default=5_000_000, help="rows (default 5000000)")
     parser.add_argument("--runs", type=int, default=7, help="measured runs per side (default 7)")
+    parser.add_argument(
+        "--ml-rows", type=int, default=1_000_000, help="rows of the ML table (default 1000000)"
+    )
     parser.add_argument("--out", default="BENCHMARKS.md", help="Markdown report to write")
     parser.add_argument(
         "--work-dir", default=None, help="where the tables go (a fresh directory inside it)"
@@ -1017,6 +1210,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rows < MIN_ROWS:
         parser.error(f"--rows must be at least {MIN_ROWS}")
+    if args.ml_rows < MIN_ROWS:
+        parser.error(f"--ml-rows must be at least {MIN_ROWS}")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     return args
@@ -1032,7 +1227,9 @@ def start_spark() -> SparkSession:
     return spark
 
 
-def run_benchmark(spark: SparkSession, rows: int, runs: int, root: Path, command: str) -> Report:
+def run_benchmark(
+    spark: SparkSession, rows: int, runs: int, root: Path, command: str, ml_rows: int
+) -> Report:
     lance_spark.register(spark)
     bench = Bench(
         spark=spark,
@@ -1040,8 +1237,10 @@ def run_benchmark(spark: SparkSession, rows: int, runs: int, root: Path, command
         runs=runs,
         root=root,
         partitions=max(1, int(spark.sparkContext.defaultParallelism)),
+        ml_rows=ml_rows,
     )
     data = prepare(bench)
+    ml_data = prepare_ml(bench)
     cases, memory = run_cases(bench)
     return Report(
         command=command,
@@ -1050,6 +1249,7 @@ def run_benchmark(spark: SparkSession, rows: int, runs: int, root: Path, command
         master=str(spark.sparkContext.master),
         machine=describe_machine(),
         data=data,
+        ml_data=ml_data,
         cases=cases,
         memory=memory,
         settings=session_settings(spark),
@@ -1067,7 +1267,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     root = Path(tempfile.mkdtemp(prefix="lance_spark_bench_", dir=args.work_dir))
     session = spark if spark is not None else start_spark()
     try:
-        report = run_benchmark(session, args.rows, args.runs, root, command)
+        report = run_benchmark(session, args.rows, args.runs, root, command, args.ml_rows)
     finally:
         if spark is None:
             session.stop()
