@@ -126,38 +126,13 @@ final class LanceReaderFactory implements PartitionReaderFactory {
     };
   }
 
-  /**
-   * One column of one batch, owning its Arrow buffers. The runner loads every batch into the
-   * same vectors, but Spark takes Arrow-backed batches as allocated per batch: its Arrow UDF
-   * evaluation ({@code ColumnarArrowEvalPythonEvaluatorFactory}) keeps the columns of earlier
-   * batches while it reads the next ones. So each column's buffers are transferred (no copy)
-   * out of the runner's vectors into a vector of its own, freed when Spark closes the batch
-   * ({@code ColumnarToRowExec} does after reading it) or, at the latest, when the task ends.
-   */
-  private static final class OwnedVector extends ArrowColumnVector {
-    private final Set<OwnedVector> live;
-
-    OwnedVector(ValueVector vector, Set<OwnedVector> live) {
-      super(vector);
-      this.live = live;
-      live.add(this);
-    }
-
-    @Override
-    public void close() {
-      if (live.remove(this)) {
-        super.close();
-      }
-    }
-  }
-
   /** The Arrow batches the Python worker returns for one partition. */
   private final class BatchReader implements PartitionReader<ColumnarBatch> {
     private final scala.collection.immutable.Map<String, SQLMetric> metrics =
         PythonCustomMetric$.MODULE$.pythonMetrics();
     private final Iterator<ColumnarBatch> output;
     private final boolean validate;
-    private final Set<OwnedVector> live =
+    private final Set<LanceColumnVector> live =
         Collections.synchronizedSet(Collections.newSetFromMap(new IdentityHashMap<>()));
     private ColumnarBatch current;
     private long rows;
@@ -199,11 +174,11 @@ final class LanceReaderFactory implements PartitionReaderFactory {
     }
 
     private void closeAll() {
-      List<OwnedVector> left;
+      List<LanceColumnVector> left;
       synchronized (live) {
         left = new ArrayList<>(live);
       }
-      left.forEach(OwnedVector::close);
+      left.forEach(LanceColumnVector::close);
     }
 
     @Override
@@ -226,7 +201,7 @@ final class LanceReaderFactory implements PartitionReaderFactory {
         TransferPair pair =
             columns.getChild(i).getValueVector().getTransferPair(ArrowUtils$.MODULE$.rootAllocator());
         pair.transfer();
-        vectors[i] = new OwnedVector(pair.getTo(), live);
+        vectors[i] = new LanceColumnVector(pair.getTo(), live);
       }
       current = new ColumnarBatch(vectors, batch.numRows());
       rows += batch.numRows();
