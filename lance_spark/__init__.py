@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+from lance_spark import _spark
 from lance_spark._register import configure, register, spark_conf
 from lance_spark._spark import companion_jar
 from lance_spark._version import __version__
@@ -54,3 +55,7 @@ __all__ = [
     "register",
     "spark_conf",
 ]
+
+# In Spark's Python workers, which import this package to run the data source: keep the
+# imported modules out of the garbage collection Spark runs after every call there.
+_spark.freeze_worker_heap()
