@@ -6,7 +6,9 @@ DataFrame shares (SPARK-58551: a reused DataFrame reads too few rows). The compa
 builder (``lance_spark.companion.LanceScanBuilder``) plans each scan itself and calls this
 module, in a driver-side Python worker, at most twice per scan:
 
-- phase ``filters``, when Spark pushes filters: which of them Lance evaluates exactly;
+- phase ``filters``, when Spark pushes filters: which of them Lance evaluates exactly, and the
+  read of every column with them (the scan uses it when Spark then prunes nothing and pushes
+  no LIMIT or COUNT, which saves the second call);
 - phase ``plan``, when the scan is built: the read of exactly the columns Spark needs, with the
   pushed filters and LIMIT, or the answer of a pushed ``COUNT(*)``.
 
@@ -41,8 +43,6 @@ from lance_spark.source.reader import LanceReader
 
 # Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
 PROTOCOL = 1
-FILTERS = "filters"
-PLAN = "plan"
 COUNT = "count"
 
 # pyspark's wire helpers, typed (pyspark leaves them untyped).
@@ -58,8 +58,7 @@ _write_with_length: Callable[[bytes, IO[bytes]], None] = serializers.write_with_
 class ScanRequest:
     """What the JVM asks for (the JSON after Spark's part of the call)."""
 
-    phase: str
-    read_schema: StructType | None = None
+    read_schema: StructType | None = None  # None: every column
     limit: int | None = None
     aggregate: str | None = None
 
@@ -81,7 +80,6 @@ class ScanRequest:
             )
         limit = raw.get("limit")
         return cls(
-            phase=str(raw["phase"]),
             read_schema=read_schema,
             limit=None if limit is None else int(limit),
             aggregate=raw.get("aggregate"),
@@ -98,8 +96,6 @@ def answer(
     refs = [FilterRef(f) for f in filters]
     rejected = {FilterRef(f) for f in reader.pushFilters([r.filter for r in refs])}
     pushed = [i for i, ref in enumerate(refs) if ref not in rejected]
-    if request.phase == FILTERS:
-        return pushed, None, {}
     if request.aggregate == COUNT:
         return pushed, None, {"count": reader.count_rows(), "metadata": reader.describe()}
     if request.aggregate is not None:

@@ -77,6 +77,7 @@ def _format_for(spark: SparkSession, storage: Mapping[str, str]) -> str:
             setattr(spark, _PRIVATE_FORMATS, formats)
         name = formats.get(key)
         if name is None:
+            # The JVM companion recognises these names (LanceScanTable.PRIVATE_FORMAT).
             name = f"{FORMAT_NAME}_storage_{next(_PRIVATE_NUMBERS)}"
             source = source_class(replace(defaults, storage=dict(storage)), name)
             spark.dataSource.register(source)

@@ -45,7 +45,7 @@ def _source(uri: str) -> LanceDataSource:
 
 
 def _request(**fields: object) -> ScanRequest:
-    return ScanRequest.parse(json.dumps({"protocol": PROTOCOL, "phase": "plan", **fields}))
+    return ScanRequest.parse(json.dumps({"protocol": PROTOCOL, **fields}))
 
 
 def _read_all(reader: LanceReader) -> pa.Table:
@@ -55,7 +55,7 @@ def _read_all(reader: LanceReader) -> pa.Table:
 
 def test_request_from_another_jar_is_refused() -> None:
     with pytest.raises(LanceSparkError, match="protocol 99"):
-        ScanRequest.parse(json.dumps({"protocol": 99, "phase": "plan"}))
+        ScanRequest.parse(json.dumps({"protocol": 99}))
 
 
 def test_filters_phase_answers_which_filters_lance_runs(tmp_path: Path) -> None:
@@ -67,10 +67,12 @@ def test_filters_phase_answers_which_filters_lance_runs(tmp_path: Path) -> None:
         StringContains(("label",), "1"),
         EqualTo(("tags",), ["x"]),  # a list literal: not translated, Spark evaluates it
     )
-    pushed, scan, reply = answer(
-        source, source.schema(), [exact, contains, on_list], _request(phase="filters")
-    )
-    assert (pushed, scan, reply) == ([0, 1], None, {})
+    pushed, scan, reply = answer(source, source.schema(), [exact, contains, on_list], _request())
+    assert pushed == [0, 1]
+    # With them, the read of every column: the scan when Spark then prunes nothing.
+    assert scan is not None and scan.projection.lance_columns == ("id", "label", "tags")
+    assert scan.pushed_filter is not None and "`id` > 1" in scan.pushed_filter
+    assert reply["metadata"]["ReadColumns"] == "[id, label, tags]"
 
 
 def test_plan_reads_only_the_requested_columns(uri: str) -> None:

@@ -58,11 +58,4 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
   public static boolean isInstalled(org.apache.spark.sql.classic.SparkSession session) {
     return INSTALLED.contains(session.extensions());
   }
-
-  /** Whether the companion is on for the active session (a Spark Connect server's included). */
-  public static boolean isActive() {
-    return SparkSession.getActiveSession().isDefined()
-        && SparkSession.getActiveSession().get() instanceof org.apache.spark.sql.classic.SparkSession s
-        && isInstalled(s);
-  }
 }

@@ -31,7 +31,9 @@ import scala.Option;
  * {@code PythonDataSourceV2} that every scan of a DataFrame shares (SPARK-58551).
  *
  * <p>Python is called twice at most: when Spark pushes filters (to learn which ones Lance
- * evaluates exactly) and in {@link #build} (to plan the read with everything that was pushed).
+ * evaluates exactly; the answer includes the read of every column with them) and in
+ * {@link #build} (to plan the read with everything else that was pushed), unless the first
+ * answer is the scan.
  *
  * <p>Spark internals: {@code PythonDataSourceV2.getOrCreateDataSourceInPython} and
  * {@code source().createPythonFunction} (the pickled Python data source instance);
@@ -48,6 +50,9 @@ final class LanceScanBuilder
   private final CaseInsensitiveStringMap options;
 
   private Filter[] pushed = new Filter[0];
+  // The filters phase's read of every column with the pushed filters: the scan when Spark
+  // then prunes no column and pushes no LIMIT or COUNT.
+  private LancePlanner.Result filtered;
   private StructType required;
   private Integer limit;
   private int counts; // COUNT(*) columns of a completely pushed aggregate, 0 when none
@@ -69,7 +74,8 @@ final class LanceScanBuilder
     if (filters.length == 0 || !SQLConf.get().pythonFilterPushDown()) {
       return filters;
     }
-    LancePlanner.Result result = plan(filters, request("filters"));
+    LancePlanner.Result result = plan(filters, request());
+    filtered = result;
     boolean[] flags = result.pushed(filters.length);
     List<Filter> accepted = new ArrayList<>();
     List<Filter> rejected = new ArrayList<>();
@@ -146,7 +152,11 @@ final class LanceScanBuilder
 
   @Override
   public Scan build() {
-    ObjectNode request = request("plan");
+    if (counts == 0 && limit == null && filtered != null && required.equals(schema)) {
+      return new LanceScan(
+          required, filtered.spark().readInfo(), filtered.reply(), dataSource.source());
+    }
+    ObjectNode request = request();
     if (counts > 0) {
       request.put("aggregate", "count");
     } else {
@@ -170,9 +180,8 @@ final class LanceScanBuilder
     return new LanceScan(required, result.spark().readInfo(), reply, dataSource.source());
   }
 
-  private ObjectNode request(String phase) {
+  private ObjectNode request() {
     ObjectNode request = LancePlanner.JSON.createObjectNode();
-    request.put("phase", phase);
     request.put("protocol", LanceExtensions.PROTOCOL);
     return request;
   }

@@ -25,6 +25,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 final class LanceScanTable implements Table, SupportsRead {
   static final String FORMAT = "lance";
+  // The private formats lance_spark registers for reads whose storage options differ from the
+  // session's (lance_spark.source.session._format_for): lance_storage_1, lance_storage_2, ...
+  private static final java.util.regex.Pattern PRIVATE_FORMAT =
+      java.util.regex.Pattern.compile("lance_storage_\\d+");
   private static final Field DATA_SOURCE = dataSourceField();
 
   private final PythonTable python;
@@ -37,7 +41,7 @@ final class LanceScanTable implements Table, SupportsRead {
 
   /** The table to read {@code table} with, or null when it is not a {@code lance} Python table. */
   static LanceScanTable wrap(Table table) {
-    if (!(table instanceof PythonTable python) || !FORMAT.equalsIgnoreCase(python.name())) {
+    if (!(table instanceof PythonTable python) || !isLance(python.name())) {
       return null;
     }
     try {
@@ -45,6 +49,10 @@ final class LanceScanTable implements Table, SupportsRead {
     } catch (IllegalAccessException e) {
       throw new IllegalStateException("lance_spark companion: cannot read PythonTable.ds", e);
     }
+  }
+
+  private static boolean isLance(String name) {
+    return FORMAT.equalsIgnoreCase(name) || PRIVATE_FORMAT.matcher(name).matches();
   }
 
   private static Field dataSourceField() {
