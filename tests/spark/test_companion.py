@@ -308,3 +308,84 @@ def test_time_travel_through_the_companion(spark: SparkSession, table_uri: str) 
     assert old.count() == 10
     assert sorted(r.id for r in old.where("id > 3").limit(100).collect()) == list(range(4, 10))
     assert spark.read.format("lance").load(table_uri).count() == 25
+
+
+def test_table_api_with_its_own_storage_options(
+    spark: SparkSession, paths: tuple[str, str]
+) -> None:
+    from lance_spark import LanceTable
+
+    lance_uri, parquet_dir = paths
+    # Storage options other than the session's: reads go through a private format.
+    frame = LanceTable.forPath(spark, lance_uri, {"allow_http": "true"}).toDF()
+    assert "LanceScan" in plan(frame.select("id"))
+    parquet_df = spark.read.parquet(parquet_dir)
+    assert [frame.where("x > 25").count(), frame.count()] == [
+        parquet_df.where("x > 25").count(),
+        ROWS,
+    ]
+
+
+def test_column_vectors_read_what_spark_reads_without_the_companion(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """Every type the companion's column vectors read by address (nulls, empty and unicode
+    strings, NaN, lists with null elements), over many small batches and fragments; the
+    reference is Spark's own Arrow column vectors (the companion switched off)."""
+    from datetime import UTC, date, datetime
+
+    n = 97
+    rows = range(n)
+
+    def nullable(values: list[Any], every: int) -> list[Any]:
+        return [None if i % every == 0 else v for i, v in enumerate(values)]
+
+    table = pa.table(
+        {
+            "b": pa.array(nullable([i % 3 == 0 for i in rows], 5), pa.bool_()),
+            "i8": pa.array(nullable([i % 100 - 50 for i in rows], 7), pa.int8()),
+            "i16": pa.array(nullable([i * 300 - 9000 for i in rows], 6), pa.int16()),
+            "i32": pa.array([i * 70_000 for i in rows], pa.int32()),
+            "i64": pa.array(nullable([i * 2**40 for i in rows], 4), pa.int64()),
+            "f32": pa.array(
+                nullable([float("nan") if i == 3 else i / 3 for i in rows], 8), pa.float32()
+            ),
+            "f64": pa.array([-0.0 if i == 2 else i * 1.5 for i in rows], pa.float64()),
+            "s": pa.array(nullable(["" if i % 4 == 1 else f"é{i}✓" * (i % 3) for i in rows], 3)),
+            "bin": pa.array(nullable([bytes([i % 256]) * (i % 4) for i in rows], 5), pa.binary()),
+            "d": pa.array(nullable([date(2020, 1, 1 + i % 28) for i in rows], 9), pa.date32()),
+            "ts": pa.array(
+                nullable([datetime(2021, 5, 1, i % 24, tzinfo=UTC) for i in rows], 10),
+                pa.timestamp("us", "UTC"),
+            ),
+            "ntz": pa.array([datetime(1999, 12, 31, 23, i % 60) for i in rows], pa.timestamp("us")),
+            "vec": pa.array(
+                nullable([[float(i), None if i % 5 == 2 else -float(i)] for i in rows], 6),
+                pa.list_(pa.float32()),
+            ),
+            "words": pa.array(
+                nullable([[f"w{i}", None, ""][: i % 4] for i in rows], 7), pa.list_(pa.string())
+            ),
+            "st": pa.array([{"a": i, "t": f"t{i}"} if i % 8 else None for i in rows]),
+        }
+    )
+    lance.write_dataset(table, table_uri, max_rows_per_file=40)
+
+    def read() -> list[tuple[Any, ...]]:
+        frame = spark.read.format("lance").option("batch_size", "7").load(table_uri)
+        return [tuple(r) for r in frame.orderBy("i32").collect()]
+
+    with_companion = read()
+    with conf(spark, COMPANION_CONF, "false"):
+        without = read()
+    assert len(with_companion) == n
+
+    def same(a: Any, b: Any) -> bool:  # NaN equals NaN, -0.0 is not 0.0
+        if isinstance(a, float) and isinstance(b, float):
+            return repr(a) == repr(b)
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+        return bool(a == b)
+
+    for got, expected in zip(with_companion, without, strict=True):
+        assert same(got, expected), (got, expected)
