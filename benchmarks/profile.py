@@ -3,7 +3,9 @@
 ``python -m benchmarks.profile --rows 5000000`` prints, for the benchmark's data shape:
 
 - pylance alone, one process: a full scan, and a full scan plus the connector's conversion;
-- the connector through Spark (full and 2-column scans to the ``noop`` sink);
+- the connector through Spark (full and 2-column scans to the ``noop`` sink, a one-row
+  lookup), with the JVM companion and without it (``spark.lance.companion.enabled=false``:
+  Spark plans the Python source's reads itself);
 - a Python data source that does no I/O at all, yielding ready-made Arrow batches of the
   same rows: the cost of Spark's Python data source path by itself;
 - a query returning one row through a Python data source and through ``spark.range``: the
@@ -35,6 +37,7 @@ import lance_spark
 from lance_spark.source import types as _types
 
 _ALL = "id bigint, x double, label string, vector array<float>"
+_COMPANION_CONF = "spark.lance.companion.enabled"
 _TWO = "id bigint, x double"
 
 
@@ -163,6 +166,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         # DataFrameReader.option mutates the reader: one reader per configuration.
         lance_all = spark.read.format("lance").option("path", uri)
         lance_two = spark.read.format("lance").option("path", uri).option("columns", "id,x")
+
+        def select_two() -> None:
+            frame = spark.read.format("lance").load(uri).select("id", "x")
+            frame.write.format("noop").mode("overwrite").save()
+
+        def lookup() -> None:
+            spark.read.format("lance").load(uri).filter("id = 12345").collect()
+
+        def without_companion(action: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                spark.conf.set(_COMPANION_CONF, "false")
+                try:
+                    action()
+                finally:
+                    spark.conf.unset(_COMPANION_CONF)
+
+            return run
+
         rows = [
             ("pylance alone, one process: full scan", _median(scan, args.runs)),
             (
@@ -171,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             ),
             ("connector through Spark: full scan to noop", _median(noop(lance_all), args.runs)),
             (
+                "connector without the companion: full scan to noop",
+                _median(without_companion(noop(lance_all)), args.runs),
+            ),
+            (
                 "Spark's Parquet: full scan to noop",
                 _median(noop(spark.read.format("parquet").option("path", parquet)), args.runs),
             ),
@@ -178,7 +203,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "Python source yielding ready batches, no I/O: all columns",
                 _median(noop(ready(_ALL)), args.runs),
             ),
-            ("connector through Spark: columns id, x to noop", _median(noop(lance_two), args.runs)),
+            (
+                'connector through Spark: `select("id", "x")` to noop',
+                _median(select_two, args.runs),
+            ),
+            (
+                'connector without the companion: `select("id", "x")` to noop',
+                _median(without_companion(select_two), args.runs),
+            ),
+            (
+                'connector without the companion: `option("columns", "id,x")` to noop',
+                _median(without_companion(noop(lance_two)), args.runs),
+            ),
             (
                 "Spark's Parquet: columns id, x to noop",
                 _median(
@@ -195,6 +231,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             (
                 "Python source yielding ready batches, no I/O: id, x",
                 _median(noop(ready(_TWO)), args.runs),
+            ),
+            (
+                "one-row lookup through the connector (`filter(id = k).collect()`)",
+                _median(lookup, args.runs),
+            ),
+            (
+                "one-row lookup through the connector without the companion",
+                _median(without_companion(lookup), args.runs),
             ),
             (
                 "one-row query through a Python source (`filter().collect()`)",
