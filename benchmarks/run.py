@@ -253,15 +253,6 @@ class DataInfo:
 
 
 @dataclass(frozen=True)
-class MlDataInfo:
-    rows: int
-    lance_fragments: int
-    lance_mib: float
-    parquet_files: int
-    parquet_mib: float
-
-
-@dataclass(frozen=True)
 class Report:
     command: str
     date: str
@@ -269,7 +260,7 @@ class Report:
     master: str
     machine: Machine
     data: DataInfo
-    ml_data: MlDataInfo
+    ml_data: DataInfo
     cases: tuple[CaseResult, ...]
     memory: tuple[MemoryResult, ...]
     settings: tuple[tuple[str, str], ...] = ()
@@ -607,12 +598,16 @@ def prepare(b: Bench) -> DataInfo:
     expect("Lance rows", LanceTable.forPath(b.spark, b.path(BASE_LANCE)).countRows(), b.rows)
     log("copying the Lance table and indexing id (BTREE)")
     LanceTable.forPath(b.spark, copy_table(b, BASE_LANCE, INDEXED_LANCE)).createIndex("id", "BTREE")
+    return data_info(b.rows, b.path(BASE_LANCE), b.path(BASE_PARQUET))
+
+
+def data_info(rows: int, lance_uri: str, parquet_path: str) -> DataInfo:
     return DataInfo(
-        rows=b.rows,
-        lance_fragments=len(lance.dataset(b.path(BASE_LANCE)).get_fragments()),
-        lance_mib=size_mib(b.path(BASE_LANCE)),
-        parquet_files=len([p for p in files_under(b.path(BASE_PARQUET)) if p.suffix == ".parquet"]),
-        parquet_mib=size_mib(b.path(BASE_PARQUET)),
+        rows=rows,
+        lance_fragments=len(lance.dataset(lance_uri).get_fragments()),
+        lance_mib=size_mib(lance_uri),
+        parquet_files=len([p for p in files_under(parquet_path) if p.suffix == ".parquet"]),
+        parquet_mib=size_mib(parquet_path),
     )
 
 
@@ -634,7 +629,7 @@ def ml_frame(b: Bench) -> DataFrame:
     )
 
 
-def prepare_ml(b: Bench) -> MlDataInfo:
+def prepare_ml(b: Bench) -> DataInfo:
     """The ML table as Lance (BTREE index on key) and as Parquet, and the small label table."""
     log(f"writing the ML table ({b.ml_rows} rows, {ML_EMBEDDING_SIZE}-float embeddings)")
     ml_frame(b).write.mode("overwrite").parquet(b.path(ML_PARQUET))
@@ -648,13 +643,7 @@ def prepare_ml(b: Bench) -> MlDataInfo:
     )
     small.coalesce(1).write.mode("overwrite").parquet(b.path(SMALL_PARQUET))
     small.coalesce(1).write.format("lance").mode("overwrite").save(b.path(SMALL_LANCE))
-    return MlDataInfo(
-        rows=b.ml_rows,
-        lance_fragments=len(lance.dataset(b.path(ML_LANCE)).get_fragments()),
-        lance_mib=size_mib(b.path(ML_LANCE)),
-        parquet_files=len([p for p in files_under(b.path(ML_PARQUET)) if p.suffix == ".parquet"]),
-        parquet_mib=size_mib(b.path(ML_PARQUET)),
-    )
+    return data_info(b.ml_rows, b.path(ML_LANCE), b.path(ML_PARQUET))
 
 
 class LanceRestorer:

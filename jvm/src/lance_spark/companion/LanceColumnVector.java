@@ -146,9 +146,8 @@ final class LanceColumnVector extends ArrowColumnVector {
     if (isNullAt(rowId)) {
       return null;
     }
-    int start = Platform.getInt(null, offsets + 4L * rowId);
-    int end = Platform.getInt(null, offsets + 4L * rowId + 4);
-    return UTF8String.fromAddress(null, data + start, end - start);
+    int start = offset(rowId);
+    return UTF8String.fromAddress(null, data + start, offset(rowId + 1) - start);
   }
 
   @Override
@@ -159,9 +158,8 @@ final class LanceColumnVector extends ArrowColumnVector {
     if (isNullAt(rowId)) {
       return null;
     }
-    int start = Platform.getInt(null, offsets + 4L * rowId);
-    int end = Platform.getInt(null, offsets + 4L * rowId + 4);
-    byte[] bytes = new byte[end - start];
+    int start = offset(rowId);
+    byte[] bytes = new byte[offset(rowId + 1) - start];
     Platform.copyMemory(null, data + start, bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length);
     return bytes;
   }
@@ -174,8 +172,12 @@ final class LanceColumnVector extends ArrowColumnVector {
     if (isNullAt(rowId)) {
       return null;
     }
-    int start = Platform.getInt(null, offsets + 4L * rowId);
-    int end = Platform.getInt(null, offsets + 4L * rowId + 4);
-    return new ColumnarArray(elements, start, end - start);
+    int start = offset(rowId);
+    return new ColumnarArray(elements, start, offset(rowId + 1) - start);
+  }
+
+  /** Where value {@code i} of a string, binary or list column starts (32-bit offsets). */
+  private int offset(int i) {
+    return Platform.getInt(null, offsets + 4L * i);
   }
 }
