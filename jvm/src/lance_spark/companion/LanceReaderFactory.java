@@ -97,6 +97,7 @@ final class LanceReaderFactory implements PartitionReaderFactory {
     UnsafeProjection copy = UnsafeProjection.create(schema);
     return new PartitionReader<>() {
       private java.util.Iterator<InternalRow> rows = java.util.Collections.emptyIterator();
+      private InternalRow current;
 
       @Override
       public boolean next() {
@@ -106,12 +107,13 @@ final class LanceReaderFactory implements PartitionReaderFactory {
           }
           rows = batches.get().rowIterator();
         }
+        current = copy.apply(rows.next());
         return true;
       }
 
       @Override
       public InternalRow get() {
-        return copy.apply(rows.next());
+        return current;
       }
 
       @Override
