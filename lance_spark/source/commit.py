@@ -12,6 +12,7 @@ from lance.commit import CommitConflictError as LanceCommitConflict
 from lance.fragment import FragmentMetadata
 
 from lance_spark.errors import CommitConflictError, SchemaMismatchError
+from lance_spark.source.transactions import TxnId
 
 # Keys of a version's transaction properties written by the connector.
 PROP_OPERATION = "lance_spark.operation"
@@ -31,6 +32,7 @@ class CommitInfo:
     metrics: Mapping[str, int] = field(default_factory=dict)
     user_metadata: str | None = None
     app_id: str | None = None
+    txn: TxnId | None = None  # an idempotent write's id (streaming batch, txnAppId)
 
     def properties(self) -> dict[str, str]:
         from lance_spark._version import __version__
@@ -45,6 +47,8 @@ class CommitInfo:
             props[PROP_USER_METADATA] = self.user_metadata
         if self.app_id:
             props[PROP_APP_ID] = self.app_id
+        if self.txn is not None:
+            props.update(self.txn.properties())
         return props
 
 

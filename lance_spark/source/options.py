@@ -89,6 +89,17 @@ DATA_STORAGE_VERSION = "data_storage_version"
 ENABLE_STABLE_ROW_IDS = "enable_stable_row_ids"
 # `<col>.arrow.fixed-size-list.size`: the option name lance-spark (Java) users know.
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
+# Idempotent batch writes (Delta's names): skip a write already committed for (app, version).
+TXN_APP_ID = "txnappid"
+TXN_VERSION = "txnversion"
+# Streaming writes: the id recorded with each batch (default: the query's own id), and how
+# many recent versions the sink reads to recognise a batch it already committed
+# (lance-spark's names and default).
+STREAMING_QUERY_ID = "streamingqueryid"
+DEDUPE_LOOKBACK = "lance.streaming.dedupe.lookback.versions"
+DEFAULT_DEDUPE_LOOKBACK = 100
+MAX_DEDUPE_LOOKBACK = 10_000
+CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sink
 
 WRITE_KEYS = frozenset(
     {
@@ -99,8 +110,34 @@ WRITE_KEYS = frozenset(
         MAX_BYTES_PER_FILE,
         DATA_STORAGE_VERSION,
         ENABLE_STABLE_ROW_IDS,
+        TXN_APP_ID,
+        TXN_VERSION,
+        DEDUPE_LOOKBACK,
     }
 )
+# --- streaming read keys (spark.readStream; Delta's names) --------------------------------
+STARTING_VERSION = "startingversion"
+STARTING_TIMESTAMP = "startingtimestamp"
+MAX_FILES_PER_TRIGGER = "maxfilespertrigger"  # Lance fragments per micro-batch
+MAX_BYTES_PER_TRIGGER = "maxbytespertrigger"  # bytes of fragments per micro-batch (soft)
+SKIP_CHANGE_COMMITS = "skipchangecommits"
+READ_CHANGE_FEED = "readchangefeed"
+
+STREAM_READ_KEYS = frozenset(
+    {
+        STARTING_VERSION,
+        STARTING_TIMESTAMP,
+        MAX_FILES_PER_TRIGGER,
+        MAX_BYTES_PER_TRIGGER,
+        SKIP_CHANGE_COMMITS,
+        BATCH_SIZE,
+    }
+)
+
+STREAM_WRITE_KEYS = (WRITE_KEYS - {TXN_APP_ID, TXN_VERSION}) | {
+    STREAMING_QUERY_ID,
+    CHECKPOINT_LOCATION,
+}
 
 # Spark's own spelling of options, for error messages (Spark lower-cases keys on the way in).
 _DISPLAY = {
@@ -108,6 +145,16 @@ _DISPLAY = {
     TIMESTAMP_AS_OF: "timestampAsOf",
     MERGE_SCHEMA: "mergeSchema",
     USER_METADATA: "userMetadata",
+    TXN_APP_ID: "txnAppId",
+    TXN_VERSION: "txnVersion",
+    STREAMING_QUERY_ID: "streamingQueryId",
+    STARTING_VERSION: "startingVersion",
+    STARTING_TIMESTAMP: "startingTimestamp",
+    MAX_FILES_PER_TRIGGER: "maxFilesPerTrigger",
+    MAX_BYTES_PER_TRIGGER: "maxBytesPerTrigger",
+    SKIP_CHANGE_COMMITS: "skipChangeCommits",
+    READ_CHANGE_FEED: "readChangeFeed",
+    CHECKPOINT_LOCATION: "checkpointLocation",
 }
 
 
@@ -164,6 +211,25 @@ class WriteOptions:
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE
     data_storage_version: str | None = None
     enable_stable_row_ids: bool | None = None
+    # txnAppId + txnVersion of a batch write (both or neither).
+    txn_app_id: str | None = None
+    txn_version: int | None = None
+    streaming_query_id: str | None = None
+    dedupe_lookback: int = DEFAULT_DEDUPE_LOOKBACK
+    storage: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class StreamReadOptions:
+    """Parsed options of ``spark.readStream.format("lance")``."""
+
+    uri: str | None
+    starting_version: int | None = None
+    starting_timestamp: datetime | None = None
+    max_files: int | None = None
+    max_bytes: int | None = None
+    skip_change_commits: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
@@ -187,14 +253,79 @@ def parse_read_options(
     )
 
 
-def parse_write_options(
+def parse_stream_read_options(
     options: Mapping[str, str], *, session_storage: Mapping[str, str] | None = None
+) -> StreamReadOptions:
+    """Validate and parse the options of a streaming read."""
+    opts = _lower(options)
+    _check_known(opts, STREAM_READ_KEYS, "streaming read")
+    if STARTING_VERSION in opts and STARTING_TIMESTAMP in opts:
+        raise InvalidOptionError(
+            "options startingVersion and startingTimestamp both say where the stream starts; "
+            "give one of them"
+        )
+    starting_version = None
+    if STARTING_VERSION in opts:
+        if opts[STARTING_VERSION].strip().lower() == "latest":
+            starting_version = -1  # the versions after the latest one: new commits only
+        else:
+            starting_version = _positive_int(opts, STARTING_VERSION, 1)
+    timestamp = opts.get(STARTING_TIMESTAMP)
+    max_files = opts.get(MAX_FILES_PER_TRIGGER)
+    max_bytes = opts.get(MAX_BYTES_PER_TRIGGER)
+    return StreamReadOptions(
+        uri=_uri(opts),
+        starting_version=starting_version,
+        starting_timestamp=(
+            None if timestamp is None else parse_timestamp(timestamp, key=STARTING_TIMESTAMP)
+        ),
+        max_files=None if max_files is None else _positive_int(opts, MAX_FILES_PER_TRIGGER, 1),
+        max_bytes=None if max_bytes is None else _byte_size(max_bytes, MAX_BYTES_PER_TRIGGER),
+        skip_change_commits=_bool(opts, SKIP_CHANGE_COMMITS, default=False),
+        batch_size=_positive_int(opts, BATCH_SIZE, DEFAULT_BATCH_SIZE),
+        storage=_storage(opts, session_storage),
+    )
+
+
+_BYTE_UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_BYTE_SIZE = re.compile(r"^\s*(\d+)\s*([bkmgt]?)b?\s*$", re.IGNORECASE)
+
+
+def _byte_size(value: str, key: str) -> int:
+    """``1048576``, ``512k``, ``10m``, ``1g`` (or ``10mb``...): a size in bytes, >= 1."""
+    match = _BYTE_SIZE.match(value)
+    if match is None or int(match.group(1)) < 1:
+        raise InvalidOptionError(
+            f"option {_display(key)}={value!r} is not a size in bytes (for example 1048576, "
+            "512k, 10m or 1g)"
+        )
+    return int(match.group(1)) * _BYTE_UNITS[(match.group(2) or "b").lower()]
+
+
+def parse_write_options(
+    options: Mapping[str, str],
+    *,
+    session_storage: Mapping[str, str] | None = None,
+    streaming: bool = False,
 ) -> WriteOptions:
-    """Validate and parse write options (keys compared case-insensitively)."""
+    """Validate and parse write options (keys compared case-insensitively); ``streaming``:
+    the options of ``writeStream`` (no txnAppId / txnVersion: the batch id is the version)."""
     opts = _lower(options)
     vector_keys = {k for k in opts if k.endswith(VECTOR_SIZE_SUFFIX)}
-    _check_known({k: v for k, v in opts.items() if k not in vector_keys}, WRITE_KEYS, "write")
+    known = STREAM_WRITE_KEYS if streaming else WRITE_KEYS
+    kind = "streaming write" if streaming else "write"
+    _check_known({k: v for k, v in opts.items() if k not in vector_keys}, known, kind)
+    app_id, txn_version = _txn(opts)
+    lookback = _positive_int(opts, DEDUPE_LOOKBACK, DEFAULT_DEDUPE_LOOKBACK)
+    if lookback > MAX_DEDUPE_LOOKBACK:
+        raise InvalidOptionError(
+            f"option {DEDUPE_LOOKBACK}={lookback} is above the maximum {MAX_DEDUPE_LOOKBACK}"
+        )
     return WriteOptions(
+        txn_app_id=app_id,
+        txn_version=txn_version,
+        streaming_query_id=_non_empty(opts, STREAMING_QUERY_ID),
+        dedupe_lookback=lookback,
         uri=_uri(opts),
         merge_schema=_bool(opts, MERGE_SCHEMA, default=False),
         user_metadata=opts.get(USER_METADATA),
@@ -206,6 +337,21 @@ def parse_write_options(
         enable_stable_row_ids=_optional_bool(opts, ENABLE_STABLE_ROW_IDS),
         storage=_storage(opts, session_storage),
     )
+
+
+def _txn(opts: Mapping[str, str]) -> tuple[str | None, int | None]:
+    app_id = _non_empty(opts, TXN_APP_ID)
+    given = opts.get(TXN_VERSION)
+    if (app_id is None) != (given is None):
+        missing = _display(TXN_VERSION if given is None else TXN_APP_ID)
+        present = _display(TXN_APP_ID if given is None else TXN_VERSION)
+        raise InvalidOptionError(
+            f"option {present} needs option {missing} too: an idempotent write is named by "
+            "both (txnAppId: the application, txnVersion: the number of this write, >= 0)"
+        )
+    if given is None:
+        return None, None
+    return app_id, _non_negative_int(opts, TXN_VERSION, 0)
 
 
 def parse_timestamp(value: str, *, key: str = TIMESTAMP_AS_OF) -> datetime:
@@ -237,6 +383,14 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+_KINDS = {
+    "read": READ_KEYS,
+    "write": WRITE_KEYS,
+    "streaming read": STREAM_READ_KEYS,
+    "streaming write": STREAM_WRITE_KEYS,
+}
+
+
 def _check_known(opts: Mapping[str, str], known: frozenset[str], kind: str) -> None:
     for key in opts:
         if key in known or key in SPARK_KEYS or key.startswith(STORAGE_PREFIX):
@@ -244,9 +398,11 @@ def _check_known(opts: Mapping[str, str], known: frozenset[str], kind: str) -> N
         valid = sorted(_display(k) for k in known)
         close = difflib.get_close_matches(key, [*known], n=1)
         hint = f" Did you mean {_display(close[0])!r}?" if close else ""
-        other = WRITE_KEYS if kind == "read" else READ_KEYS
-        if key in other:
-            hint = f" {_display(key)!r} is a {'write' if kind == 'read' else 'read'} option."
+        other = next((name for name, keys in _KINDS.items() if key in keys), None)
+        if other is not None:
+            hint = f" {_display(key)!r} is a {other} option."
+        if key == READ_CHANGE_FEED:
+            hint = " Change data feed reads are not supported by this version of lance_spark."
         raise InvalidOptionError(
             f"unknown {kind} option {key!r} for format 'lance'.{hint} Valid {kind} options: "
             f"{', '.join(valid)}, and storage.<key> for object-store settings."

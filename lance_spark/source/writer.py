@@ -9,6 +9,7 @@ batches through :func:`lance.fragment.write_fragments` and returns what it wrote
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -23,10 +24,11 @@ from pyspark.sql.types import StructType
 
 from lance_spark.errors import SchemaMismatchError
 from lance_spark.source import commit as _commit
-from lance_spark.source import dataset, staging
+from lance_spark.source import dataset, staging, transactions
 from lance_spark.source import types as _types
 from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, combine
 from lance_spark.source.options import WriteOptions
+from lance_spark.source.transactions import TxnId
 
 _log = logging.getLogger(__name__)
 
@@ -52,9 +54,16 @@ class LanceWriter(DataSourceArrowWriter):
     options: WriteOptions = field(repr=False)
     app_id: str | None = None
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # An idempotent write (txnAppId / txnVersion) already committed when it was planned: the
+    # tasks write nothing and the commit commits nothing.
+    repeat: transactions.Committed | None = None
 
     # --- executors ------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskResult:
+        if self.repeat is not None:
+            for _ in iterator:  # Spark's Arrow stream is read to its end either way
+                pass
+            return TaskResult()
         counter = _Counter()
         files = staging.TaskFiles(self.uri, self.job_id, storage=self.options.storage)
         relay = ErrorRelay()
@@ -91,14 +100,47 @@ class LanceWriter(DataSourceArrowWriter):
 
     # --- driver -----------------------------------------------------------------------------
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        done = combine(m for m in messages if isinstance(m, TaskResult))
+        self.commit_results([m for m in messages if isinstance(m, TaskResult)], txn=self._txn())
+
+    def commit_results(
+        self,
+        results: Sequence[TaskResult],
+        *,
+        job_id: str | None = None,
+        txn: TxnId | None = None,
+        operation: str | None = None,
+        parameters: Mapping[str, str] | None = None,
+    ) -> int | None:
+        """Commit what the tasks of job ``job_id`` (default: this writer's) wrote as ONE
+        version; returns it (None: nothing committed). ``txn``: skip the commit when the
+        table already has one of that id (the files written are deleted)."""
+        done = combine(results)
         # Ends the job: finished on success, aborted on any failure (Spark aborts it again
-        # when commit raises, which finds nothing left to do).
-        with self._job(done.files):
+        # when commit raises, which finds nothing left to do). Finishing deletes the files
+        # of a write that committed nothing.
+        with self._job(done.files, job_id=job_id):
+            if txn is not None:
+                repeat = transactions.skipped(
+                    self.uri,
+                    txn,
+                    storage=self.options.storage,
+                    lookback=self.options.dedupe_lookback,
+                )
+                if repeat is not None:
+                    _log.info(
+                        "write %s/%d to %s was committed before (version %d, %s/%d): skipped",
+                        txn.app_id,
+                        txn.version,
+                        self.uri,
+                        repeat.table_version,
+                        txn.app_id,
+                        repeat.txn_version,
+                    )
+                    return None
             fragments = list(done.new_fragments)
             if self.mode is WriteMode.APPEND and not fragments:
                 _log.info("append of zero rows to %s: nothing to commit", self.uri)
-                return
+                return None
             if self.mode is WriteMode.APPEND:
                 op = _commit.append_op(fragments)
             elif self.mode is WriteMode.APPEND_NEW_COLUMNS:
@@ -111,9 +153,10 @@ class LanceWriter(DataSourceArrowWriter):
                 )
             else:
                 op = _commit.overwrite_op(self.target, fragments)
+            default_operation = "CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE"
             info = _commit.CommitInfo(
-                operation="CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE",
-                parameters=self._parameters(),
+                operation=operation or default_operation,
+                parameters={**self._parameters(), **(parameters or {})},
                 metrics={
                     "numFiles": len(done.files),
                     "numOutputRows": done.counts.get(ROWS, 0),
@@ -121,8 +164,9 @@ class LanceWriter(DataSourceArrowWriter):
                 },
                 user_metadata=self.options.user_metadata,
                 app_id=self.app_id,
+                txn=txn,
             )
-            _commit.commit(
+            return _commit.commit(
                 self.uri,
                 op,
                 read_version=self.read_version,
@@ -132,17 +176,34 @@ class LanceWriter(DataSourceArrowWriter):
             )
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        self._job(p for m in messages if isinstance(m, TaskResult) for p in m.files).abort()
+        self.abort_results([m for m in messages if isinstance(m, TaskResult)])
 
-    def _job(self, known_paths: Iterable[str] = ()) -> StagedJob:
-        """The job :func:`plan_write` began (its tasks record the files they write in it)."""
+    def abort_results(self, results: Sequence[TaskResult], *, job_id: str | None = None) -> None:
+        self._job((p for r in results for p in r.files), job_id=job_id).abort()
+
+    def open_job(self) -> None:
+        """Mark the job open; its tasks record the files they write in it."""
+        StagedJob.begin(
+            self.uri,
+            read_version=self.read_version,
+            storage=self.options.storage,
+            job_id=self.job_id,
+        )
+
+    def _job(self, known_paths: Iterable[str] = (), *, job_id: str | None = None) -> StagedJob:
+        """The job :meth:`open_job` began (its tasks record the files they write in it)."""
         return StagedJob(
             self.uri,
             self.read_version,
             self.options.storage,
-            job_id=self.job_id,
+            job_id=job_id or self.job_id,
             known_paths=tuple(known_paths),
         )
+
+    def _txn(self) -> TxnId | None:
+        if self.options.txn_app_id is None or self.options.txn_version is None:
+            return None
+        return TxnId(self.options.txn_app_id, self.options.txn_version)
 
     def _parameters(self) -> dict[str, str]:
         if self.mode is WriteMode.APPEND_NEW_COLUMNS:
@@ -166,14 +227,37 @@ def plan_write(
     options: WriteOptions,
     app_id: str | None,
     nullable_columns: bool = True,
+    open_job: bool = True,
 ) -> LanceWriter:
     """Decide mode, read version and target schema on the driver, before any task runs,
     and mark the write job open (its tasks record the files they write under it).
 
     ``nullable_columns``: a table created from a DataFrame gets nullable columns, like Spark's
     file sources (literal and derived columns are non-null in Spark, later appends may not
-    be); ``CREATE TABLE`` with declared columns keeps their NOT NULL.
+    be); ``CREATE TABLE`` with declared columns keeps their NOT NULL. ``open_job`` False:
+    the caller opens the job (:meth:`LanceWriter.open_job`) before any task runs.
     """
+    writer = _plan(uri, spark_schema, overwrite, options, app_id, nullable_columns)
+    txn = writer._txn()
+    if txn is not None:
+        repeat = transactions.skipped(
+            uri, txn, storage=options.storage, lookback=options.dedupe_lookback
+        )
+        if repeat is not None:
+            writer = dataclasses.replace(writer, repeat=repeat)
+    if open_job:
+        writer.open_job()
+    return writer
+
+
+def _plan(
+    uri: str,
+    spark_schema: StructType,
+    overwrite: bool,
+    options: WriteOptions,
+    app_id: str | None,
+    nullable_columns: bool,
+) -> LanceWriter:
     incoming = to_arrow_schema(spark_schema, timezone="UTC")
     incoming = pa.schema([f.remove_metadata() for f in incoming])
     vector_sizes = _vector_sizes(options.vector_sizes, incoming)
@@ -188,7 +272,7 @@ def plan_write(
         if new_columns:
             _commit.check_can_add_columns(ds, new_columns, uri=uri)
             mode = WriteMode.APPEND_NEW_COLUMNS
-        return _opened(LanceWriter(uri, mode, int(ds.version), target, options, app_id))
+        return LanceWriter(uri, mode, int(ds.version), target, options, app_id)
     target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
     if nullable_columns:
         target = _types.nullable_schema(target)
@@ -199,20 +283,8 @@ def plan_write(
         target = _types.arrow_schema_for_new_table(incoming, vector_sizes=kept)
         if nullable_columns:
             target = _types.nullable_schema(target)
-        return _opened(
-            LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
-        )
-    return _opened(LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id))
-
-
-def _opened(writer: LanceWriter) -> LanceWriter:
-    StagedJob.begin(
-        writer.uri,
-        read_version=writer.read_version,
-        storage=writer.options.storage,
-        job_id=writer.job_id,
-    )
-    return writer
+        return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
+    return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
 
 
 def _vector_columns(table: pa.Schema, incoming: pa.Schema) -> dict[str, int]:

@@ -11,11 +11,14 @@ from hypothesis import strategies as st
 from lance_spark.errors import InvalidOptionError
 from lance_spark.source.options import (
     READ_KEYS,
+    STREAM_READ_KEYS,
+    STREAM_WRITE_KEYS,
     WRITE_KEYS,
     check_plain_names,
     decode_names,
     encode_names,
     parse_read_options,
+    parse_stream_read_options,
     parse_timestamp,
     parse_write_options,
 )
@@ -143,7 +146,10 @@ def test_bad_write_options(options: dict[str, str], fragment: str) -> None:
         parse_write_options(options)
 
 
-@given(st.sampled_from(sorted(READ_KEYS | WRITE_KEYS)), st.data())
+@given(
+    st.sampled_from(sorted(READ_KEYS | WRITE_KEYS | STREAM_READ_KEYS | STREAM_WRITE_KEYS)),
+    st.data(),
+)
 def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.DataObject) -> None:
     cased = "".join(c.upper() if data.draw(st.booleans()) else c for c in key)
     values = {
@@ -164,9 +170,28 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "max_bytes_per_file": "10",
         "data_storage_version": "2.1",
         "enable_stable_row_ids": "true",
+        "txnappid": "app",
+        "txnversion": "3",
+        "lance.streaming.dedupe.lookback.versions": "5",
+        "streamingqueryid": "q",
+        "checkpointlocation": "/ck",
+        "startingversion": "2",
+        "startingtimestamp": "2026-01-01",
+        "maxfilespertrigger": "3",
+        "maxbytespertrigger": "1m",
+        "skipchangecommits": "true",
     }
-    parse = parse_read_options if key in READ_KEYS else parse_write_options
-    parse({cased: values[key]})
+    # txnAppId and txnVersion go together.
+    partner = {"txnappid": {"txnVersion": "1"}, "txnversion": {"txnAppId": "a"}}.get(key, {})
+    options = {cased: values[key], **partner}
+    if key in READ_KEYS:
+        parse_read_options(options)
+    elif key in WRITE_KEYS:
+        parse_write_options(options)
+    elif key in STREAM_READ_KEYS:
+        parse_stream_read_options(options)
+    else:
+        parse_write_options(options, streaming=True)
 
 
 # --- the columns option carries any name ----------------------------------------------------
