@@ -115,6 +115,12 @@ class ConcurrentModificationError(CommitConflictError):
         self.conflicting_version = conflicting_version
 
 
+class StreamChangeError(LanceSparkError):
+    """A streaming read reached a version that changed or removed existing rows (UPDATE,
+    DELETE, MERGE, overwrite, restore), or that has columns the stream's schema lacks. The
+    message names the version; the option ``skipChangeCommits`` skips such versions."""
+
+
 class CorruptTableError(LanceSparkError, OSError):
     """A file of a Lance table is damaged or missing: a version's manifest (under
     ``_versions/``) or a data file. The message names the table and the file and says what

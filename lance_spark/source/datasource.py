@@ -6,14 +6,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructField, StructType
 
 from lance_spark.errors import InvalidOptionError
 from lance_spark.source import dataset
 from lance_spark.source import reader as _reader
+from lance_spark.source import stream_reader as _stream_reader
+from lance_spark.source import stream_writer as _stream_writer
 from lance_spark.source import writer as _writer
-from lance_spark.source.options import ReadOptions, parse_read_options, parse_write_options
+from lance_spark.source.options import (
+    READ_KEYS,
+    STREAM_READ_KEYS,
+    ReadOptions,
+    parse_read_options,
+    parse_stream_read_options,
+    parse_write_options,
+)
 
 FORMAT_NAME = "lance"
 
@@ -55,7 +70,12 @@ class LanceDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        opts = self._read_options()
+        # Spark asks a streaming read for its schema too: its own options are checked by
+        # streamReader(), a batch read's by reader().
+        opts = parse_read_options(
+            {k: v for k, v in self.options.items() if k.lower() not in _STREAM_ONLY_KEYS},
+            session_storage=self.defaults.storage,
+        )
         uri = self._require_uri(opts.uri, None)
         ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
         projection = _reader.table_projection(ds.schema, opts)
@@ -102,6 +122,37 @@ class LanceDataSource(DataSource):
             app_id=self.defaults.app_id,
         )
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        opts = parse_write_options(
+            self.options, session_storage=self.defaults.storage, streaming=True
+        )
+        if opts.uri is None and _reader.uri_from_schema(schema) is None:
+            # Spark 4.3 gives a Python streaming sink writing to a catalog table neither its
+            # location nor its schema's metadata: only the writeStream options.
+            raise InvalidOptionError(
+                "a streaming write to format 'lance' needs the table's path: "
+                "writeStream.format('lance').start(path); for a catalog table, "
+                ".option('path', LanceTable.forName(spark, name).uri).toTable(name) "
+                "(Spark does not pass a catalog table's location to a Python streaming sink)"
+            )
+        uri = self._require_uri(opts.uri, schema)
+        batch = _writer.plan_write(
+            uri=uri,
+            spark_schema=_strip(schema),
+            overwrite=overwrite,
+            options=opts,
+            app_id=self.defaults.app_id,
+            open_job=False,  # LanceStreamWriter opens it (see there)
+        )
+        return _stream_writer.LanceStreamWriter(
+            batch, query_id=opts.streaming_query_id, complete=overwrite
+        )
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = parse_stream_read_options(self.options, session_storage=self.defaults.storage)
+        uri = self._require_uri(opts.uri, schema)
+        return _stream_reader.stream_reader(uri, opts, schema)
+
     def _read_options(self) -> ReadOptions:
         return parse_read_options(self.options, session_storage=self.defaults.storage)
 
@@ -115,6 +166,9 @@ class LanceDataSource(DataSource):
                 "CREATE TABLE ... USING lance LOCATION 'path'"
             )
         return _normalise_uri(found)
+
+
+_STREAM_ONLY_KEYS = STREAM_READ_KEYS - READ_KEYS
 
 
 def _strip(schema: StructType) -> StructType:

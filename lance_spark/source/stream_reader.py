@@ -1,0 +1,363 @@
+"""The streaming source: a table's rows as they are committed, version after version.
+
+Offsets are Lance versions. ``{"version": v, "index": i, "snapshot": false}`` means every
+version up to ``v`` is processed, plus the first ``i`` new fragments of version ``v + 1``
+(admission control splits a version by fragments); ``"snapshot": true`` means the first
+``i`` fragments of version ``v``'s snapshot are processed (a stream without
+``startingVersion`` starts with the table as it is, then follows the versions after it).
+
+What a version holds for the stream is decided from its manifest and the one before it
+(:func:`classify`): the rows of the fragments it added (an append: ``Append``, a MERGE that
+only inserted, the first ``Overwrite`` of an empty table), nothing (indexes, config, tags,
+compaction, which moves rows without changing them), or a change of existing rows (UPDATE,
+DELETE, MERGE, overwrite, restore): the stream stops there with an error naming the version
+and ``skipChangeCommits``, the option that skips such versions (Delta's rule). Each task
+reads fragments of one version at that version, so later deletes or compaction do not
+change what a batch returns, and a restart from the checkpoint reads exactly the same rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import lance
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from lance_spark.errors import LanceSparkError, StreamChangeError, VersionNotFoundError
+from lance_spark.source import dataset
+from lance_spark.source.options import StreamReadOptions
+from lance_spark.source.planning import FragmentSlice, LancePartition
+from lance_spark.source.reader import LanceReader, Projection, _fragment_info
+
+# Appended fragments of one version read by one task, up to this many rows.
+_ROWS_PER_PARTITION = 1_000_000
+# Lance operations that rewrite fragments without changing any row (compaction).
+_ROW_PRESERVING_OPERATIONS = frozenset({"Rewrite"})
+
+
+@dataclass(frozen=True, order=True)
+class Offset:
+    version: int
+    index: int = 0
+    snapshot: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        # One key order always: Spark compares offsets by their JSON text.
+        return {"version": self.version, "index": self.index, "snapshot": self.snapshot}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> Offset:
+        try:
+            return cls(int(value["version"]), int(value["index"]), bool(value["snapshot"]))
+        except (KeyError, TypeError, ValueError):
+            raise LanceSparkError(
+                f"offset {dict(value)!r} is not a lance_spark stream offset; was the checkpoint "
+                "written by another source?"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One fragment of one version that the stream reads."""
+
+    version: int
+    fragment_id: int
+    rows: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class VersionRows:
+    """What one version holds for the stream."""
+
+    version: int
+    kind: str  # "append", "none" or "change"
+    operation: str
+    units: tuple[Unit, ...] = ()
+    columns: tuple[str, ...] = ()  # the version's column names
+
+
+@dataclass(frozen=True)
+class StreamPartition(InputPartition):
+    """One task: fragments of one version, read at that version."""
+
+    version: int
+    fragment_ids: tuple[int, ...]
+    absent: tuple[str, ...]  # stream columns this version does not have: read as null
+
+
+@dataclass
+class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Spark's micro-batch reader of a Lance table (``spark.readStream.format("lance")``)."""
+
+    uri: str
+    options: StreamReadOptions = field(repr=False)
+    schema: StructType = field(default_factory=StructType)
+    # Driver-side state of the running query (never needed by tasks).
+    _versions: dict[int, VersionRows] = field(default_factory=dict, repr=False)
+    _snapshots: dict[int, tuple[Unit, ...]] = field(default_factory=dict, repr=False)
+    _available_now: int | None = field(default=None, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_versions"], state["_snapshots"] = {}, {}
+        return state
+
+    # --- offsets --------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        latest = self._latest()
+        start = self.options.starting_version
+        if self.options.starting_timestamp is not None:
+            start = self._first_version_at(self.options.starting_timestamp, latest)
+        if start is None:  # the table as it is now, then the versions after it
+            return Offset(latest, 0, snapshot=True).to_json()
+        if start == -1:  # startingVersion=latest: the versions committed from now on
+            return Offset(latest).to_json()
+        if start > latest + 1:
+            raise VersionNotFoundError(
+                f"startingVersion={start} is after the latest version ({latest}) of the Lance "
+                f"table at {self.uri!r}; use startingVersion=latest to read only new versions"
+            )
+        return Offset(start - 1).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_files is not None:
+            return ReadMaxFiles(self.options.max_files)
+        if self.options.max_bytes is not None:
+            return ReadMaxBytes(self.options.max_bytes)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self._latest()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return Offset(self._latest()).to_json()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = Offset.from_json(start)
+        max_files, max_bytes = self._caps(limit)
+        position, files, size = begin, 0, 0
+        try:
+            for unit, after in self._steps(begin, self._target()):
+                if unit is not None:
+                    over = (max_files is not None and files + 1 > max_files) or (
+                        max_bytes is not None and size + unit.size_bytes > max_bytes
+                    )
+                    if files and over:  # at least one fragment per batch
+                        break
+                    files, size = files + 1, size + unit.size_bytes
+                position = after
+        except StreamChangeError:
+            if position == begin:
+                raise
+            # Deliver what comes before the change first; the next batch stops on it.
+        return position.to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = Offset.from_json(start), Offset.from_json(end)
+        units: list[Unit] = []
+        if begin != stop:
+            for unit, after in self._steps(begin, stop.version + 1):
+                if unit is not None:
+                    units.append(unit)
+                if after == stop:
+                    break
+        return self._partitions(units)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        # Versions before the committed offset are never asked for again.
+        done = Offset.from_json(end).version
+        for version in [v for v in self._versions if v < done]:
+            del self._versions[version]
+        for version in [v for v in self._snapshots if v < done]:
+            del self._snapshots[version]
+
+    # --- tasks ------------------------------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, StreamPartition):
+            return iter(())
+        names = [n for n in self.schema.names if n not in partition.absent]
+        reader = LanceReader(
+            uri=self.uri,
+            version=partition.version,
+            table_schema=pa.schema([]),
+            projection=Projection(tuple(names), tuple(names), (), partition.absent),
+            storage=dict(self.options.storage),
+            batch_size=self.options.batch_size,
+            output_schema=self.schema,
+        )
+        slices = tuple(FragmentSlice(i) for i in partition.fragment_ids)
+        return reader.read(LancePartition(index=0, slices=slices))
+
+    # --- the walk over versions -------------------------------------------------------------
+    def _steps(self, start: Offset, target: int) -> Iterator[tuple[Unit | None, Offset]]:
+        """From ``start``, each fragment to read (or None where a version adds no rows) with
+        the offset after it, up to version ``target``."""
+        position = start
+        if position.snapshot:
+            units = self._snapshot(position.version)
+            for k in range(position.index, len(units)):
+                last = k + 1 == len(units)
+                after = Offset(position.version) if last else Offset(position.version, k + 1, True)
+                yield units[k], after
+            if position.index >= len(units):
+                yield None, Offset(position.version)
+            position = Offset(position.version)
+        version = position.version + 1
+        index = position.index
+        while version <= target:
+            rows = self._version(version)
+            if rows.kind == "change" and not self.options.skip_change_commits:
+                raise StreamChangeError(
+                    f"version {version} of the Lance table at {self.uri!r} changed existing rows "
+                    f"({rows.operation}); a stream of this table reads appended rows only. Set "
+                    "the option skipChangeCommits=true to skip such versions, or start a new "
+                    f"query (new checkpoint) with startingVersion={version + 1}"
+                )
+            extra = [c for c in rows.columns if c not in self.schema.names]
+            if rows.kind == "append" and extra:
+                raise StreamChangeError(
+                    f"version {version} of the Lance table at {self.uri!r} has column(s) "
+                    f"{', '.join(extra)} that this stream's schema does not (it is fixed when "
+                    "the query starts); restart the query to read them"
+                )
+            units = rows.units if rows.kind == "append" else ()
+            for k in range(index, len(units)):
+                last = k + 1 == len(units)
+                yield units[k], Offset(version) if last else Offset(version - 1, k + 1)
+            if index >= len(units):
+                yield None, Offset(version)
+            version, index = version + 1, 0
+
+    def _version(self, version: int) -> VersionRows:
+        if version not in self._versions:
+            after = self._open(version)
+            before = self._open(version - 1) if version > 1 else None
+            self._versions[version] = classify(before, after, version)
+        return self._versions[version]
+
+    def _snapshot(self, version: int) -> tuple[Unit, ...]:
+        if version not in self._snapshots:
+            ds = self._open(version)
+            self._snapshots[version] = tuple(
+                _unit(version, f.metadata) for f in ds.get_fragments() if _live(f.metadata)
+            )
+        return self._snapshots[version]
+
+    def _partitions(self, units: Sequence[Unit]) -> list[StreamPartition]:
+        partitions: list[StreamPartition] = []
+        group: list[Unit] = []
+        for unit in [*units, None]:
+            flush = unit is None or (
+                group
+                and (
+                    unit.version != group[0].version
+                    or sum(u.rows for u in group) + unit.rows > _ROWS_PER_PARTITION
+                )
+            )
+            if flush and group:
+                columns = self._version_columns(group[0].version)
+                absent = tuple(n for n in self.schema.names if n not in columns)
+                partitions.append(
+                    StreamPartition(group[0].version, tuple(u.fragment_id for u in group), absent)
+                )
+                group = []
+            if unit is not None:
+                group.append(unit)
+        return partitions
+
+    def _version_columns(self, version: int) -> tuple[str, ...]:
+        if version in self._versions:
+            return self._versions[version].columns
+        return tuple(self._open(version).schema.names)
+
+    def _caps(self, limit: ReadLimit) -> tuple[int | None, int | None]:
+        if isinstance(limit, ReadAllAvailable):
+            return None, None
+        max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else self.options.max_files
+        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else self.options.max_bytes
+        return max_files, max_bytes
+
+    def _target(self) -> int:
+        return self._available_now if self._available_now is not None else self._latest()
+
+    def _latest(self) -> int:
+        return int(dataset.open_latest(self.uri, storage=self.options.storage).version)
+
+    def _open(self, version: int) -> lance.LanceDataset:
+        try:
+            return dataset.open_version(self.uri, version, storage=self.options.storage)
+        except (OSError, ValueError) as err:
+            raise VersionNotFoundError(
+                f"version {version} of the Lance table at {self.uri!r}, which this stream has "
+                f"not read yet, cannot be opened ({str(err).splitlines()[0]}); it was probably "
+                "removed by cleanup. Start a new query (new checkpoint) from a version that "
+                "exists"
+            ) from err
+
+    def _first_version_at(self, when: datetime, latest: int) -> int:
+        ds = dataset.open_latest(self.uri, storage=self.options.storage)
+        later = [v for v, stamp in dataset.version_timestamps(ds) if stamp >= when]
+        return min(later) if later else latest + 1
+
+
+def classify(
+    before: lance.LanceDataset | None, after: lance.LanceDataset, version: int
+) -> VersionRows:
+    """What ``version`` (opened as ``after``) holds for a stream, from the fragment lists of it
+    and of the version before (``before``; None for version 1)."""
+    old = {} if before is None else {int(f.fragment_id): f.metadata for f in before.get_fragments()}
+    new = {int(f.fragment_id): f.metadata for f in after.get_fragments()}
+    operation = _operation(after, version)
+    columns = tuple(after.schema.names)
+    removed = [i for i in old if i not in new]
+    changed = [i for i in old if i in new and _rows_of(old[i]) != _rows_of(new[i])]
+    added = sorted(i for i in new if i not in old)
+    if operation in _ROW_PRESERVING_OPERATIONS:
+        return VersionRows(version, "none", operation, columns=columns)
+    if removed or changed:
+        return VersionRows(version, "change", operation, columns=columns)
+    if not added:
+        return VersionRows(version, "none", operation, columns=columns)
+    units = tuple(_unit(version, new[i]) for i in added if _live(new[i]))
+    return VersionRows(version, "append", operation, units, columns)
+
+
+def _rows_of(meta: Any) -> tuple[int, object]:
+    """What makes a fragment's rows the same: its physical rows and its deletion file."""
+    return (int(meta.physical_rows), meta.to_json().get("deletion_file"))
+
+
+def _live(meta: Any) -> bool:
+    return _fragment_info(meta).live_rows > 0
+
+
+def _unit(version: int, meta: Any) -> Unit:
+    info = _fragment_info(meta)
+    return Unit(version, info.fragment_id, info.live_rows, info.size_bytes or 0)
+
+
+def _operation(ds: lance.LanceDataset, version: int) -> str:
+    try:
+        tx = ds.read_transaction(version)
+    except (OSError, ValueError, RuntimeError):
+        return "unknown operation"
+    return "unknown operation" if tx is None else type(tx.operation).__name__
+
+
+def stream_reader(uri: str, options: StreamReadOptions, schema: StructType) -> LanceStreamReader:
+    """The reader of a stream (``schema``: the table's, fixed when the query starts)."""
+    return dataclasses.replace(LanceStreamReader(uri, options), schema=schema)

@@ -1,0 +1,498 @@
+"""Structured Streaming: the exactly-once sink, idempotent batch writes (txnAppId /
+txnVersion) and the streaming source of new versions.
+
+Inputs are deterministic: a JSON file source fed between ``processAllAvailable()`` calls, and
+``availableNow`` runs; no sleeps. Tables the sink writes are checked with pylance, rows the
+source returns against Spark's own read of the same table (or of the JSON input).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+from lance_spark import LanceTable
+from lance_spark.errors import InvalidOptionError
+
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
+
+SCHEMA = "id BIGINT, v STRING"
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+class Feed:
+    """A folder of JSON files that a file source streams, one new file per feed."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "input"
+        self.dir.mkdir()
+        self._count = 0
+
+    def __call__(self, ids: Iterable[int], **extra: Any) -> None:
+        self._count += 1
+        lines = "".join(json.dumps({"id": i, "v": f"v{i}", **extra}) + "\n" for i in ids)
+        # Written aside and renamed in, so the source never sees half a file.
+        tmp = self.dir.parent / f".feed{self._count}.json"
+        tmp.write_text(lines)
+        os.replace(tmp, self.dir / f"part{self._count:04d}.json")
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> Feed:
+    return Feed(tmp_path)
+
+
+def _stream(spark: Any, feed: Feed, schema: str = SCHEMA) -> Any:
+    return spark.readStream.schema(schema).json(str(feed.dir))
+
+
+def _sink(frame: Any, uri: str, checkpoint: Path, **options: str) -> Any:
+    writer = frame.writeStream.format("lance").option("checkpointLocation", str(checkpoint))
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    return writer.start(uri)
+
+
+def _versions(uri: str) -> list[int]:
+    return [int(v["version"]) for v in lance.dataset(uri).versions()]
+
+
+def _props(uri: str, version: int) -> dict[str, str]:
+    tx = lance.dataset(uri).read_transaction(version)
+    return dict(tx.transaction_properties or {})
+
+
+def _ids(uri: str) -> list[int]:
+    return sorted(lance.dataset(uri).to_table(columns=["id"]).column("id").to_pylist())
+
+
+def _unreferenced(uri: str) -> set[str]:
+    """Data files under data/ that no version of the table references."""
+    ds = lance.dataset(uri)
+    referenced = set()
+    for v in ds.versions():
+        for fragment in ds.checkout_version(v["version"]).get_fragments():
+            referenced.update(f.path for f in fragment.metadata.files)
+    data = Path(uri) / "data"
+    return {p.name for p in data.iterdir()} - referenced if data.is_dir() else set()
+
+
+@pytest.fixture
+def stopping() -> Iterator[Callable[[Any], Any]]:
+    """Stops every query a test started, also when the test fails."""
+    queries: list[Any] = []
+
+    def track(query: Any) -> Any:
+        queries.append(query)
+        return query
+
+    yield track
+    for query in queries:
+        with contextlib.suppress(PySparkException):
+            query.stop()
+
+
+# --- the sink ---------------------------------------------------------------------------------
+
+
+def test_sink_commits_one_version_per_batch_with_query_and_batch_ids(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    feed(range(5))
+    query = stopping(_sink(_stream(spark, feed), table_uri, tmp_path / "ck"))
+    query.processAllAvailable()
+    feed(range(5, 8))
+    query.processAllAvailable()
+    feed([])  # a batch of no rows: no version
+    query.processAllAvailable()
+    query.stop()
+
+    assert _versions(table_uri) == [1, 2]
+    assert _ids(table_uri) == list(range(8))
+    for version, batch in ((1, 0), (2, 1)):
+        props = _props(table_uri, version)
+        assert props["lance.streaming.queryId"] == str(query.id)
+        assert props["lance.streaming.epochId"] == str(batch)
+        assert props["lance_spark.operation"] == "STREAMING UPDATE"
+    expected = spark.read.schema(SCHEMA).json(str(feed.dir)).orderBy("id").collect()
+    got = spark.read.format("lance").load(table_uri).orderBy("id").collect()
+    assert [tuple(r) for r in got] == [tuple(r) for r in expected]
+    assert _unreferenced(table_uri) == set()
+
+
+def test_restart_with_the_same_checkpoint_neither_loses_nor_repeats(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    feed(range(3))
+    first = stopping(_sink(_stream(spark, feed), table_uri, tmp_path / "ck"))
+    first.processAllAvailable()
+    first.stop()
+    feed(range(3, 6))
+    second = stopping(_sink(_stream(spark, feed), table_uri, tmp_path / "ck"))
+    second.processAllAvailable()
+    second.stop()
+    assert second.id == first.id  # kept in the checkpoint
+    assert _ids(table_uri) == list(range(6))
+    assert _versions(table_uri) == [1, 2]
+
+
+def test_replayed_batch_is_not_written_twice(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    checkpoint = tmp_path / "ck"
+    feed(range(4))
+    query = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
+    query.processAllAvailable()
+    feed(range(4, 9))
+    query.processAllAvailable()
+    query.stop()
+    before = lance.dataset(table_uri).to_table().sort_by("id")
+    # A crash after the Lance commit but before Spark's commit log entry: the last entry is
+    # lost, so the restarted query runs batch 1 again.
+    (checkpoint / "commits" / "1").unlink()
+    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)  # Hadoop's checksum of it
+    replay = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
+    replay.processAllAvailable()
+    replay.stop()
+    assert (checkpoint / "commits" / "1").exists()  # Spark did run it again
+    assert _versions(table_uri) == [1, 2]
+    assert lance.dataset(table_uri).to_table().sort_by("id").equals(before)
+    assert _unreferenced(table_uri) == set()  # the replay's files are gone
+
+
+def test_failing_batch_leaves_no_version_and_no_files(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    schema = "id BIGINT, v STRING, d INT"
+    feed(range(3), d=1)
+    frame = _stream(spark, feed, schema).select("id", (F.col("id") / F.col("d")).alias("q"))
+    query = stopping(_sink(frame, table_uri, tmp_path / "ck"))
+    query.processAllAvailable()
+    feed(range(3, 6), d=0)  # ANSI division by zero fails the batch's tasks
+    with pytest.raises(PySparkException, match="DIVIDE_BY_ZERO"):
+        query.processAllAvailable()
+    assert _versions(table_uri) == [1]
+    assert _ids(table_uri) == [0, 1, 2]
+    assert _unreferenced(table_uri) == set()
+
+
+def test_complete_mode_overwrites_with_the_whole_result(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    feed([1, 2, 3])
+    counts = _stream(spark, feed).groupBy((F.col("id") % 2).alias("k")).count()
+    query = stopping(
+        counts.writeStream.format("lance")
+        .outputMode("complete")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start(table_uri)
+    )
+    query.processAllAvailable()
+    feed([4, 5])
+    query.processAllAvailable()
+    query.stop()
+    table = lance.dataset(table_uri).to_table().sort_by("k")
+    assert table.to_pydict() == {"k": [0, 1], "count": [2, 3]}
+    assert _versions(table_uri) == [1, 2]
+    assert _props(table_uri, 2)["lance_spark.operationParameters"].count("Complete") == 1
+
+
+def test_streaming_query_id_option_recognises_batches_across_checkpoints(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    feed(range(3))
+    first = stopping(
+        _sink(_stream(spark, feed), table_uri, tmp_path / "ck1", streamingQueryId="ingest")
+    )
+    first.processAllAvailable()
+    first.stop()
+    # A new checkpoint starts again at batch 0, which the table already holds for "ingest".
+    again = stopping(
+        _sink(_stream(spark, feed), table_uri, tmp_path / "ck2", streamingQueryId="ingest")
+    )
+    again.processAllAvailable()
+    again.stop()
+    assert _ids(table_uri) == [0, 1, 2]
+    assert _props(table_uri, 1)["lance.streaming.queryId"] == "ingest"
+    assert _unreferenced(table_uri) == set()
+
+
+def test_catalog_table_sink(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    name = f"stream_sink_{uuid.uuid4().hex[:8]}"
+    spark.createDataFrame([(100, "seed")], SCHEMA).write.format("lance").mode("append").save(
+        table_uri
+    )
+    spark.sql(f"CREATE TABLE {name} USING lance LOCATION '{table_uri}'")
+    try:
+        feed(range(3))
+        with pytest.raises(Exception, match=r"LanceTable.forName\(spark, name\).uri"):
+            stopping(
+                _stream(spark, feed)
+                .writeStream.option("checkpointLocation", str(tmp_path / "ck0"))
+                .toTable(name)
+            ).processAllAvailable()
+        # Spark 4.3 does not pass the table's location to a Python streaming sink.
+        location = LanceTable.forName(spark, name).uri
+        query = stopping(
+            _stream(spark, feed)
+            .writeStream.option("checkpointLocation", str(tmp_path / "ck"))
+            .option("path", location)
+            .toTable(name)
+        )
+        query.processAllAvailable()
+        query.stop()
+        assert sorted(r.id for r in spark.table(name).collect()) == [0, 1, 2, 100]
+        assert _ids(table_uri) == [0, 1, 2, 100]
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_bad_streaming_option_fails_naming_it(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    feed(range(2))
+    with pytest.raises(Exception, match="txnVersion"):
+        query = stopping(_sink(_stream(spark, feed), table_uri, tmp_path / "ck", txnVersion="3"))
+        query.processAllAvailable()
+    assert not Path(table_uri).exists()
+
+
+# --- idempotent batch writes ------------------------------------------------------------------
+
+
+def test_txn_app_id_and_version_skip_a_write_already_committed(spark: Any, table_uri: str) -> None:
+    def write(ids: range, version: int) -> None:
+        frame = spark.range(ids.start, ids.stop).selectExpr("id", "cast(id as string) as v")
+        (
+            frame.write.format("lance")
+            .mode("append")
+            .option("txnAppId", "nightly")
+            .option("txnVersion", version)
+            .save(table_uri)
+        )
+
+    write(range(0, 3), 1)
+    write(range(0, 3), 1)  # the same write again: skipped
+    write(range(10, 12), 0)  # an older one: skipped (Delta's rule)
+    write(range(3, 5), 2)
+    assert _ids(table_uri) == [0, 1, 2, 3, 4]
+    assert _versions(table_uri) == [1, 2]
+    assert _props(table_uri, 2)["lance.streaming.epochId"] == "2"
+    assert _unreferenced(table_uri) == set()
+
+
+def test_txn_app_id_without_version_is_refused(spark: Any, table_uri: str) -> None:
+    frame = spark.range(2)
+    with pytest.raises(Exception, match="txnAppId needs option txnVersion"):
+        frame.write.format("lance").mode("append").option("txnAppId", "a").save(table_uri)
+    assert not Path(table_uri).exists()
+
+
+def test_txn_option_parsing_names_the_option() -> None:
+    from lance_spark.source.options import parse_write_options
+
+    with pytest.raises(InvalidOptionError, match="txnVersion=-1"):
+        parse_write_options({"txnAppId": "a", "txnVersion": "-1"})
+
+
+# --- the streaming source ---------------------------------------------------------------------
+
+
+def _append(spark: Any, uri: str, ids: Iterable[int]) -> None:
+    """One version of one fragment."""
+    rows = [(i, f"v{i}") for i in ids]
+    frame = spark.createDataFrame(rows, SCHEMA).coalesce(1)
+    frame.write.format("lance").mode("append").save(uri)
+
+
+def _memory(frame: Any, name: str, checkpoint: Path, **options: Any) -> Any:
+    writer = (
+        frame.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    if options.get("available_now"):
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def _memory_ids(spark: Any, name: str) -> list[int]:
+    return sorted(r.id for r in spark.table(name).collect())
+
+
+def _name() -> str:
+    return f"stream_{uuid.uuid4().hex[:8]}"
+
+
+def test_source_reads_the_snapshot_then_each_appended_version(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    _append(spark, table_uri, range(3))
+    _append(spark, table_uri, range(3, 5))
+    name = _name()
+    query = stopping(
+        _memory(spark.readStream.format("lance").load(table_uri), name, tmp_path / "ck")
+    )
+    query.processAllAvailable()
+    assert _memory_ids(spark, name) == list(range(5))
+    _append(spark, table_uri, range(5, 7))
+    LanceTable.forPath(spark, table_uri).optimize().executeCompaction()  # moves rows only
+    _append(spark, table_uri, range(7, 8))
+    query.processAllAvailable()
+    query.stop()
+    got = spark.table(name).orderBy("id").collect()
+    expected = spark.read.format("lance").load(table_uri).orderBy("id").collect()
+    assert [tuple(r) for r in got] == [tuple(r) for r in expected]
+
+
+def test_source_starting_version_reads_from_that_version_on(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    for start in (0, 10, 20):
+        _append(spark, table_uri, range(start, start + 2))
+    name = _name()
+    frame = spark.readStream.format("lance").option("startingVersion", 2).load(table_uri)
+    query = stopping(_memory(frame, name, tmp_path / "ck", available_now=True))
+    query.awaitTermination()
+    assert _memory_ids(spark, name) == [10, 11, 20, 21]
+
+
+def test_source_available_now_restarts_exactly_once(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    _append(spark, table_uri, range(4))
+    checkpoint = tmp_path / "ck"
+    out = tmp_path / "out.lance"
+
+    def run() -> None:
+        frame = spark.readStream.format("lance").load(table_uri)
+        query = stopping(
+            frame.writeStream.format("lance")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start(str(out))
+        )
+        query.awaitTermination()
+
+    run()
+    assert _ids(str(out)) == [0, 1, 2, 3]
+    _append(spark, table_uri, range(4, 6))
+    run()
+    run()  # nothing new: no batch, no version
+    assert _ids(str(out)) == list(range(6))
+    assert _versions(str(out)) == [1, 2]
+
+
+def test_source_fails_on_an_update_unless_skip_change_commits(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    _append(spark, table_uri, range(3))
+    LanceTable.forPath(spark, table_uri).update(condition="id = 1", set={"v": "'changed'"})
+    _append(spark, table_uri, range(3, 5))
+    strict = spark.readStream.format("lance").option("startingVersion", 1).load(table_uri)
+    name = _name()
+    query = stopping(_memory(strict, name, tmp_path / "ck1"))
+    with pytest.raises(PySparkException, match=r"version 2 .*skipChangeCommits"):
+        query.processAllAvailable()
+    assert _memory_ids(spark, name) == [0, 1, 2]  # what came before the update
+
+    lenient = (
+        spark.readStream.format("lance")
+        .option("startingVersion", 1)
+        .option("skipChangeCommits", "true")
+        .load(table_uri)
+    )
+    name = _name()
+    query = stopping(_memory(lenient, name, tmp_path / "ck2", available_now=True))
+    query.awaitTermination()
+    assert _memory_ids(spark, name) == [0, 1, 2, 3, 4]
+
+
+def test_source_admission_control_makes_several_batches(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    for start in range(0, 50, 10):  # five versions of one fragment each
+        _append(spark, table_uri, range(start, start + 10))
+    name = _name()
+    frame = spark.readStream.format("lance").option("maxFilesPerTrigger", 2).load(table_uri)
+    query = stopping(_memory(frame, name, tmp_path / "ck", available_now=True))
+    query.awaitTermination()
+    batches = [p for p in query.recentProgress if p.numInputRows > 0]
+    assert [p.numInputRows for p in batches] == [20, 20, 10]
+    assert _memory_ids(spark, name) == list(range(50))
+
+
+def test_source_splits_a_version_by_bytes(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    # One version of four fragments (max_rows_per_file), split across batches.
+    rows = [(i, f"v{i}") for i in range(40)]
+    (
+        spark.createDataFrame(rows, SCHEMA)
+        .coalesce(1)
+        .write.format("lance")
+        .option("max_rows_per_file", 10)
+        .mode("append")
+        .save(table_uri)
+    )
+    assert len(lance.dataset(table_uri).get_fragments()) == 4
+    name = _name()
+    frame = (
+        spark.readStream.format("lance")
+        .option("startingVersion", 1)
+        .option("maxBytesPerTrigger", 1)  # at least one fragment per batch
+        .load(table_uri)
+    )
+    query = stopping(_memory(frame, name, tmp_path / "ck", available_now=True))
+    query.awaitTermination()
+    batches = [p.numInputRows for p in query.recentProgress if p.numInputRows > 0]
+    assert batches == [10, 10, 10, 10]
+    assert _memory_ids(spark, name) == list(range(40))
+
+
+def test_source_bad_options_name_the_option(spark: Any, table_uri: str) -> None:
+    _append(spark, table_uri, range(2))
+    with pytest.raises(Exception, match="maxFilesPerTrigger"):
+        frame = spark.readStream.format("lance").option("maxFilesPerTrigger", 0).load(table_uri)
+        frame.writeStream.format("memory").queryName(_name()).start().processAllAvailable()
+
+
+def test_arrow_schema_of_sink_matches_the_stream(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    feed(range(2))
+    query = stopping(_sink(_stream(spark, feed), table_uri, tmp_path / "ck"))
+    query.processAllAvailable()
+    query.stop()
+    schema = lance.dataset(table_uri).schema
+    assert schema.field("id").type == pa.int64() and schema.field("v").type == pa.string()
+
+
+def test_source_needing_a_removed_version_fails_naming_it(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    from datetime import timedelta
+
+    for start in (0, 10, 20):
+        _append(spark, table_uri, range(start, start + 2))
+    lance.dataset(table_uri).cleanup_old_versions(older_than=timedelta(0))
+    assert _versions(table_uri) == [3]
+    frame = spark.readStream.format("lance").option("startingVersion", 1).load(table_uri)
+    query = stopping(_memory(frame, _name(), tmp_path / "ck"))
+    with pytest.raises(PySparkException, match=r"version 1 of the Lance table .*cleanup"):
+        query.processAllAvailable()
