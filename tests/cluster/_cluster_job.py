@@ -108,6 +108,30 @@ def companion_queries(spark: SparkSession, uri: str) -> dict[str, Any]:
     }
 
 
+def stream_copy(spark: SparkSession, uri: str) -> dict[str, Any]:
+    """The table streamed (its snapshot, availableNow) into a Lance sink next to it, twice with
+    one checkpoint: the second run finds nothing new and commits nothing."""
+    target = uri.rstrip("/") + ".copy.lance"
+    checkpoint = uri.rstrip("/") + ".checkpoint"
+    for _ in range(2):
+        query = (
+            spark.readStream.format("lance")
+            .load(uri)
+            .writeStream.format("lance")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start(target)
+        )
+        query.awaitTermination()
+    copied = spark.read.format("lance").load(target)
+    return {
+        "uri": target,
+        "rows": copied.count(),
+        "sum_id": copied.agg({"id": "sum"}).collect()[0][0],
+        "query_id": str(query.id),
+    }
+
+
 def _wait_for_executors(spark: SparkSession, expected: int, timeout: float = 120.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
@@ -156,12 +180,16 @@ def main(master_url: str, uri: str) -> None:
         tasks = scan_tasks(spark, uri)
         timings["scan"] = time.monotonic() - mark
         companion = companion_queries(spark, uri)
+        mark = time.monotonic()
+        stream = stream_copy(spark, uri)
+        timings["stream"] = time.monotonic() - mark
     finally:
         spark.stop()
     result = {
         "rows": rows,
         "tasks": tasks,
         "companion": companion,
+        "stream": stream,
         "executors": executors,
         "driver_pid": os.getpid(),
         "driver_cwd": os.getcwd(),

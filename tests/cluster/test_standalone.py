@@ -117,3 +117,12 @@ def test_write_and_filtered_read_match_local(cluster_url: str, spark: Any, tmp_p
     assert companion["limited"] == 5
     assert companion["count"] == companion["reused_count"] == ROWS
     assert companion["filtered_count"] == len([i for i in range(ROWS) if i % 3 == 1])
+
+    # A stream (Lance source -> Lance sink, availableNow, run twice on one checkpoint): every
+    # row once, one version, recorded with the query's id.
+    stream = on_cluster["stream"]
+    assert (stream["rows"], stream["sum_id"]) == (ROWS, ROWS * (ROWS - 1) // 2)
+    copy = lance.dataset(stream["uri"])
+    assert [v["version"] for v in copy.versions()] == [1]
+    props = copy.read_transaction(1).transaction_properties
+    assert props["lance.streaming.queryId"] == stream["query_id"]

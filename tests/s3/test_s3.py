@@ -369,3 +369,35 @@ def test_credentials_stay_out_of_event_log_logs_errors_and_files(
         if secret.encode() in data
     ]
     assert not leaks, leaks
+
+
+def test_stream_from_and_to_s3_exactly_once(
+    spark: SparkSession, bucket: str, endpoint: str, storage: dict[str, str], tmp_path: Path
+) -> None:
+    """A Lance table on S3 streamed into another one on S3 (availableNow), an append, and the
+    same query again from its checkpoint: each source row lands once, one version per run."""
+    source = f"s3://{bucket}/pets.lance"
+    target = f"s3://{bucket}/copy.lance"
+    with_storage(pets(spark, FIRST).write.format("lance").mode("append"), storage).save(source)
+
+    def run() -> None:
+        reader = with_storage(spark.readStream.format("lance"), storage).load(source)
+        writer = with_storage(reader.writeStream.format("lance"), storage)
+        query = (
+            writer.option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start(target)
+        )
+        query.awaitTermination()
+
+    run()
+    with_storage(pets(spark, SECOND).write.format("lance").mode("append"), storage).save(source)
+    run()
+    run()
+    copied = with_storage(spark.read.format("lance"), storage).load(target)
+    assert as_tuples(copied) == sorted(FIRST + SECOND)
+    ds = lance.dataset(target, storage_options=storage)
+    assert [v["version"] for v in ds.versions()] == [1, 2]
+    assert ds.read_transaction(2).transaction_properties["lance.streaming.epochId"] == "1"
+    keys = list_keys(endpoint, bucket)
+    assert not any(k.startswith("copy.lance/_lance_spark/") for k in keys), keys
