@@ -80,6 +80,7 @@ ML_DISTINCT = 'ML: select("label").distinct()'
 ML_FULL_SCAN = "ML: full scan"
 ML_KEY_LOOKUP = "ML: lookup by unsorted key, BTREE index"
 ML_BROADCAST_JOIN = "ML: join of a small Lance table with the Parquet one"
+STREAM_SINK = "streaming sink, availableNow (rows/10)"
 
 CASE_NAMES = (
     FULL_SCAN,
@@ -99,6 +100,7 @@ CASE_NAMES = (
     ML_FULL_SCAN,
     ML_KEY_LOOKUP,
     ML_BROADCAST_JOIN,
+    STREAM_SINK,
 )
 
 # Upper bounds on the median per-run ratio Lance / baseline (None: reported, no target).
@@ -120,6 +122,7 @@ TARGETS: dict[str, float | None] = {
     ML_FULL_SCAN: 1.0,
     ML_KEY_LOOKUP: 0.3,
     ML_BROADCAST_JOIN: 1.0,
+    STREAM_SINK: None,
 }
 
 METHODS: dict[str, str] = {
@@ -173,6 +176,13 @@ METHODS: dict[str, str] = {
         '`big.join(small, "label").agg(sum(weight)).collect()`: `big` is the ML table as '
         "Parquet on both sides, `small` the 10 labels with a weight, as Lance vs as Parquet. "
         "Spark broadcasts `small` only when its scan reports its size."
+    ),
+    STREAM_SINK: (
+        "a streaming query over rows/10 generated rows stored as Parquet files (the file "
+        "source), `trigger(availableNow=True)`, into a Lance table (`writeStream.format("
+        '"lance")`: one version per micro-batch, exactly once) vs a Parquet file sink; a new '
+        "checkpoint and target every run (deleted after it, untimed). Rows per second = "
+        "rows/10 / seconds."
     ),
 }
 
@@ -961,6 +971,44 @@ def case_ml_broadcast_join(b: Bench) -> CaseResult:
     )
 
 
+def case_stream_sink(b: Bench) -> CaseResult:
+    count = max(1, b.rows // 10)
+    source = b.path("stream_input.parquet")
+    write_parquet(generate(b, 0, count, salt=3), source, "overwrite")
+    schema = b.spark.read.parquet(source).schema
+
+    def side(fmt: str) -> Side:
+        def target(trial: int) -> tuple[str, str]:
+            return b.path(f"stream_{fmt}_{trial}"), b.path(f"stream_{fmt}_{trial}.checkpoint")
+
+        def run(trial: int) -> None:
+            out, checkpoint = target(trial)
+            writer = b.spark.readStream.schema(schema).parquet(source).writeStream.format(fmt)
+            if fmt == "lance":
+                writer = writer.option(VECTOR_OPTION, str(VECTOR_SIZE))
+            query = (
+                writer.option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True)
+                .start(out)
+            )
+            query.awaitTermination()
+
+        def check() -> None:
+            out, _ = target(0)
+            read = (
+                b.spark.read.format(fmt).load(out) if fmt == "lance" else b.spark.read.parquet(out)
+            )
+            expect(f"rows through the {fmt} sink", read.count(), count)
+
+        def reset() -> None:
+            for path in b.root.glob(f"stream_{fmt}_*"):
+                shutil.rmtree(path, ignore_errors=True)
+
+        return Side(run, check=check, reset=reset)
+
+    return measure(STREAM_SINK, side("lance"), side("parquet"), b.runs)
+
+
 def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...]]:
     memory: list[MemoryResult] = []
     cases = (
@@ -981,6 +1029,7 @@ def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...
         case_ml_full_scan(b),
         case_ml_key_lookup(b),
         case_ml_broadcast_join(b),
+        case_stream_sink(b),
     )
     return cases, tuple(memory)
 
