@@ -120,6 +120,16 @@ def versions(ds: lance.LanceDataset, *, uri: str) -> list[Any]:
         return list(ds.versions())
 
 
+def operation(ds: lance.LanceDataset, version: int) -> str:
+    """The name of the Lance operation that committed ``version`` (``Append``, ``Update``,
+    ``Rewrite``...; ``unknown`` when its transaction cannot be read)."""
+    try:
+        tx = ds.read_transaction(version)
+    except (OSError, ValueError, RuntimeError):
+        return "unknown"
+    return "unknown" if tx is None else type(tx.operation).__name__
+
+
 def _version_numbers(ds: lance.LanceDataset) -> list[int]:
     return sorted(int(info["version"]) for info in versions(ds, uri=str(ds.uri)))
 

@@ -16,13 +16,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructField, StructType
 
 from lance_spark.errors import InvalidOptionError
+from lance_spark.source import change_feed as _change_feed
 from lance_spark.source import dataset
 from lance_spark.source import reader as _reader
 from lance_spark.source import stream_reader as _stream_reader
 from lance_spark.source import stream_writer as _stream_writer
 from lance_spark.source import writer as _writer
 from lance_spark.source.options import (
-    READ_KEYS,
+    READ_CHANGE_FEED,
     STREAM_READ_KEYS,
     ReadOptions,
     parse_read_options,
@@ -72,11 +73,18 @@ class LanceDataSource(DataSource):
     def schema(self) -> StructType:
         # Spark asks a streaming read for its schema too: its own options are checked by
         # streamReader(), a batch read's by reader().
-        opts = parse_read_options(
-            {k: v for k, v in self.options.items() if k.lower() not in _STREAM_ONLY_KEYS},
-            session_storage=self.defaults.storage,
-        )
+        options = dict(self.options)
+        if not _is_change_feed(options):
+            options = {k: v for k, v in options.items() if k.lower() not in STREAM_READ_KEYS}
+        opts = parse_read_options(options, session_storage=self.defaults.storage)
         uri = self._require_uri(opts.uri, None)
+        if opts.change_feed is not None:
+            _, end = _change_feed.resolve_range(uri, opts.change_feed, opts.storage)
+            ds = dataset.open_version(uri, end, storage=opts.storage)
+            table = _reader.spark_schema(
+                ds.schema, _reader.table_projection(ds.schema, opts), uri=uri
+            )
+            return _change_feed.change_schema(table)
         ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
         projection = _reader.table_projection(ds.schema, opts)
         return _reader.spark_schema(ds.schema, projection, uri=uri)
@@ -84,6 +92,14 @@ class LanceDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options()
         uri = self._require_uri(opts.uri, schema)
+        if opts.change_feed is not None:
+            return _change_feed.reader(
+                uri,
+                opts.change_feed,
+                output_schema=schema,
+                storage=opts.storage,
+                batch_size=opts.batch_size,
+            )
         ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
         table_schema = ds.schema
         if _reader.uri_from_schema(schema) is None:
@@ -168,7 +184,9 @@ class LanceDataSource(DataSource):
         return _normalise_uri(found)
 
 
-_STREAM_ONLY_KEYS = STREAM_READ_KEYS - READ_KEYS
+def _is_change_feed(options: dict[str, str]) -> bool:
+    value = next((v for k, v in options.items() if k.lower() == READ_CHANGE_FEED), "false")
+    return value.strip().lower() in ("true", "1", "yes")
 
 
 def _strip(schema: StructType) -> StructType:

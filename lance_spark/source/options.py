@@ -61,7 +61,25 @@ DEFAULT_MIN_PARTITIONS = 0  # 0: the number of cores Spark reports, see _plannin
 ROW_VERSION_COLUMNS = ("_row_created_at_version", "_row_last_updated_at_version")
 METADATA_COLUMN_NAMES = ("_rowid", "_rowaddr", "_fragid", *ROW_VERSION_COLUMNS)
 
-READ_KEYS = frozenset(
+# The change data feed (Delta's names): readChangeFeed with a version or time range.
+READ_CHANGE_FEED = "readchangefeed"
+STARTING_VERSION = "startingversion"
+STARTING_TIMESTAMP = "startingtimestamp"
+ENDING_VERSION = "endingversion"
+ENDING_TIMESTAMP = "endingtimestamp"
+REPORT_OVERWRITES = "reportoverwrites"
+CHANGE_FEED_KEYS = frozenset(
+    {
+        READ_CHANGE_FEED,
+        STARTING_VERSION,
+        STARTING_TIMESTAMP,
+        ENDING_VERSION,
+        ENDING_TIMESTAMP,
+        REPORT_OVERWRITES,
+    }
+)
+
+READ_KEYS = CHANGE_FEED_KEYS | frozenset(
     {
         VERSION,
         VERSION_AS_OF,
@@ -116,12 +134,9 @@ WRITE_KEYS = frozenset(
     }
 )
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
-STARTING_VERSION = "startingversion"
-STARTING_TIMESTAMP = "startingtimestamp"
 MAX_FILES_PER_TRIGGER = "maxfilespertrigger"  # Lance fragments per micro-batch
 MAX_BYTES_PER_TRIGGER = "maxbytespertrigger"  # bytes of fragments per micro-batch (soft)
 SKIP_CHANGE_COMMITS = "skipchangecommits"
-READ_CHANGE_FEED = "readchangefeed"
 
 STREAM_READ_KEYS = frozenset(
     {
@@ -155,6 +170,9 @@ _DISPLAY = {
     SKIP_CHANGE_COMMITS: "skipChangeCommits",
     READ_CHANGE_FEED: "readChangeFeed",
     CHECKPOINT_LOCATION: "checkpointLocation",
+    ENDING_VERSION: "endingVersion",
+    ENDING_TIMESTAMP: "endingTimestamp",
+    REPORT_OVERWRITES: "reportOverwrites",
 }
 
 
@@ -181,6 +199,18 @@ class TimeTravel:
 
 
 @dataclass(frozen=True)
+class ChangeFeedOptions:
+    """The range of a change feed read: versions from ``starting_*`` to ``ending_*``
+    (inclusive; no ending: the latest)."""
+
+    starting_version: int | None = None
+    starting_timestamp: datetime | None = None
+    ending_version: int | None = None
+    ending_timestamp: datetime | None = None
+    report_overwrites: bool = False
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     """Parsed options of ``spark.read.format("lance")``."""
 
@@ -195,6 +225,7 @@ class ReadOptions:
     batch_size: int = DEFAULT_BATCH_SIZE
     rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION
     min_partitions: int = DEFAULT_MIN_PARTITIONS
+    change_feed: ChangeFeedOptions | None = None  # readChangeFeed=true
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
@@ -239,7 +270,9 @@ def parse_read_options(
     """Validate and parse read options (keys compared case-insensitively)."""
     opts = _lower(options)
     _check_known(opts, READ_KEYS, "read")
+    change_feed = _change_feed(opts)
     return ReadOptions(
+        change_feed=change_feed,
         uri=_uri(opts),
         time_travel=_time_travel(opts),
         columns=_name_list(opts, COLUMNS),
@@ -250,6 +283,49 @@ def parse_read_options(
         rows_per_partition=_positive_int(opts, ROWS_PER_PARTITION, DEFAULT_ROWS_PER_PARTITION),
         min_partitions=_non_negative_int(opts, MIN_PARTITIONS, DEFAULT_MIN_PARTITIONS),
         storage=_storage(opts, session_storage),
+    )
+
+
+_NOT_WITH_CHANGE_FEED = (VERSION, VERSION_AS_OF, TIMESTAMP_AS_OF, TAG, COLUMNS, METADATA_COLUMNS)
+
+
+def _change_feed(opts: Mapping[str, str]) -> ChangeFeedOptions | None:
+    if not _bool(opts, READ_CHANGE_FEED, default=False):
+        used = sorted(_display(k) for k in CHANGE_FEED_KEYS - {READ_CHANGE_FEED} if k in opts)
+        if used:
+            raise InvalidOptionError(
+                f"option {used[0]} is a change feed option: add .option('readChangeFeed', "
+                "'true') to read the changes of a version range"
+            )
+        return None
+    clash = [_display(k) for k in _NOT_WITH_CHANGE_FEED if k in opts]
+    if clash:
+        raise InvalidOptionError(
+            f"option {clash[0]} does not apply to a change feed read (readChangeFeed=true), "
+            "which reads the versions between startingVersion and endingVersion"
+        )
+    if (STARTING_VERSION in opts) == (STARTING_TIMESTAMP in opts):
+        raise InvalidOptionError(
+            "a change feed read (readChangeFeed=true) needs exactly one of startingVersion "
+            "and startingTimestamp"
+        )
+    if ENDING_VERSION in opts and ENDING_TIMESTAMP in opts:
+        raise InvalidOptionError("give endingVersion or endingTimestamp, not both")
+
+    def stamp(key: str) -> datetime | None:
+        value = opts.get(key)
+        return None if value is None else parse_timestamp(value, key=key)
+
+    return ChangeFeedOptions(
+        starting_version=(
+            None if STARTING_VERSION not in opts else _non_negative_int(opts, STARTING_VERSION, 0)
+        ),
+        starting_timestamp=stamp(STARTING_TIMESTAMP),
+        ending_version=(
+            None if ENDING_VERSION not in opts else _non_negative_int(opts, ENDING_VERSION, 0)
+        ),
+        ending_timestamp=stamp(ENDING_TIMESTAMP),
+        report_overwrites=_bool(opts, REPORT_OVERWRITES, default=False),
     )
 
 
@@ -401,8 +477,6 @@ def _check_known(opts: Mapping[str, str], known: frozenset[str], kind: str) -> N
         other = next((name for name, keys in _KINDS.items() if key in keys), None)
         if other is not None:
             hint = f" {_display(key)!r} is a {other} option."
-        if key == READ_CHANGE_FEED:
-            hint = " Change data feed reads are not supported by this version of lance_spark."
         raise InvalidOptionError(
             f"unknown {kind} option {key!r} for format 'lance'.{hint} Valid {kind} options: "
             f"{', '.join(valid)}, and storage.<key> for object-store settings."

@@ -321,7 +321,7 @@ def classify(
     and of the version before (``before``; None for version 1)."""
     old = {} if before is None else {int(f.fragment_id): f.metadata for f in before.get_fragments()}
     new = {int(f.fragment_id): f.metadata for f in after.get_fragments()}
-    operation = _operation(after, version)
+    operation = dataset.operation(after, version)
     columns = tuple(after.schema.names)
     removed = [i for i in old if i not in new]
     changed = [i for i in old if i in new and _rows_of(old[i]) != _rows_of(new[i])]
@@ -348,14 +348,6 @@ def _live(meta: Any) -> bool:
 def _unit(version: int, meta: Any) -> Unit:
     info = _fragment_info(meta)
     return Unit(version, info.fragment_id, info.live_rows, info.size_bytes or 0)
-
-
-def _operation(ds: lance.LanceDataset, version: int) -> str:
-    try:
-        tx = ds.read_transaction(version)
-    except (OSError, ValueError, RuntimeError):
-        return "unknown operation"
-    return "unknown operation" if tx is None else type(tx.operation).__name__
 
 
 def stream_reader(uri: str, options: StreamReadOptions, schema: StructType) -> LanceStreamReader:

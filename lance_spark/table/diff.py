@@ -2,15 +2,12 @@
 
 Two modes, both evaluated by Spark (nothing of the table is collected to the driver):
 
-- **per commit** (tables with stable row ids, no ``key``): for every version ``v`` in
-  ``(start, end]`` the driver compares the fragment lists of ``v - 1`` and ``v`` (manifests
-  only) and Spark reads just the fragments that differ: those of ``v - 1`` that were removed
-  or got a new deletion file, those of ``v`` that are new or changed. A full outer join on
-  ``_rowid`` then classifies the rows: only before -> ``delete``, only after -> ``insert``,
-  on both sides with a column value that differs (or, for an ``Update`` commit, rewritten in
-  it: ``_row_last_updated_at_version = v``) -> ``update_preimage`` + ``update_postimage``.
-  Commits that change no fragment (indexes, config, tags) cost no scan; compaction moves rows
-  with their ids and values, so it shows nothing; a restore shows what it changed.
+- **per commit** (tables with stable row ids, no ``key``): the change data feed of
+  :mod:`lance_spark.source.change_feed` (``readChangeFeed``) for the versions in
+  ``(start, end]``: one task per version that changed rows reads only the fragments that
+  differ and matches them by ``_rowid``. Commits that change no fragment (indexes, config,
+  tags) and compaction cost no scan and show nothing; an overwrite or a restore shows what
+  it changed.
 - **by key** (``key`` given; the only mode for tables without stable row ids): the start and
   end versions are joined on the key columns and compared the same way; the net change is
   reported with ``_commit_version = end``.
@@ -35,7 +32,6 @@ from pyspark.sql.types import (
     DataType,
     LongType,
     MapType,
-    StringType,
     StructType,
 )
 
@@ -51,16 +47,12 @@ DELETE = "delete"
 UPDATE_PREIMAGE = "update_preimage"
 UPDATE_POSTIMAGE = "update_postimage"
 
-_ROWID = "_rowid"
-_UPDATED_AT = "_row_last_updated_at_version"
 _P = "__lance_spark_diff"  # prefix of the join's working columns
 _BEFORE = f"{_P}_in_before"
 _AFTER = f"{_P}_in_after"
 _REWRITTEN = f"{_P}_rewritten"
 _VERSION_B = f"{_P}_b_version"
 _VERSION_A = f"{_P}_a_version"
-# More fragment ranges than this in a scan filter: read the whole version instead.
-_MAX_FILTER_RANGES = 256
 
 
 @dataclass(frozen=True)
@@ -161,6 +153,8 @@ def _per_commit(
     target: Mapping[str, DataType],
     existing: set[int],
 ) -> DataFrame:
+    """The change feed of ``(start, end]`` (one implementation: :mod:`change_feed`), with
+    overwrites and restores reported as what they changed."""
     missing = [v for v in range(max(start, 1), end + 1) if v not in existing]
     if missing:
         raise VersionNotFoundError(
@@ -168,69 +162,17 @@ def _per_commit(
             f"{end}, but versions {', '.join(map(str, missing))} no longer exist (vacuumed); "
             "diff a later range, or pass key= to compare just the two versions"
         )
-    commits: list[_Commit] = []
-    before = None if start == 0 else dataset.open_version(uri, start, storage=storage)
-    for version in range(start + 1, end + 1):
-        after = dataset.open_version(uri, version, storage=storage)
-        old = {} if before is None else _fragments(before)
-        new = _fragments(after)
-        removed = {i for i, meta in old.items() if new.get(i) != meta}
-        added = {i for i, meta in new.items() if old.get(i) != meta}
-        if removed or added:
-            after_rows = _fragment_rows(read, version, (_ROWID, _UPDATED_AT), added, set(new))
-            if before is None:
-                before_rows = after_rows.drop(_UPDATED_AT).where(F.lit(False))
-            else:
-                before_rows = _fragment_rows(read, version - 1, (_ROWID,), removed, set(old))
-            rewritten = (
-                F.col(_UPDATED_AT) == F.lit(version)
-                if _operation(after, version) == "Update"
-                else F.lit(False)
-            )
-            after_rows = after_rows.withColumn(_REWRITTEN, rewritten)
-            commits.append(_Commit(version, _side(before_rows), _side(after_rows)))
-        before = after
-    if not commits:
-        return _empty(read(end, (), None), target)
-    return _changes(commits, ids=[_ROWID], target=target, null_safe=False)
-
-
-def _fragments(ds: lance.LanceDataset) -> dict[int, object]:
-    """Fragment id -> its metadata (files, deletion file, row ids): equal means unchanged."""
-    return {int(f.fragment_id): f.metadata.to_json() for f in ds.get_fragments()}
-
-
-def _fragment_rows(
-    read: _Reader, version: int, metadata: Sequence[str], ids: set[int], every: set[int]
-) -> DataFrame:
-    """The rows of ``version`` in fragments ``ids`` (of ``every`` fragment it has)."""
-    if not ids:  # Spark prunes the scan of an always-false filter
-        return read(version, metadata, None).where(F.lit(False))
-    return read(version, metadata, _fragment_filter(ids, every))
-
-
-def _fragment_filter(ids: set[int], every: set[int]) -> str | None:
-    """A Lance filter keeping the rows of fragments ``ids`` (None: no filter needed)."""
-    if ids >= every:
-        return None
-    ranges: list[tuple[int, int]] = []
-    for i in sorted(ids):
-        if ranges and ranges[-1][1] == i:
-            ranges[-1] = (ranges[-1][0], i + 1)
-        else:
-            ranges.append((i, i + 1))
-    if len(ranges) > _MAX_FILTER_RANGES:
-        return None
-    return " OR ".join(f"(_rowaddr >= {lo << 32} AND _rowaddr < {hi << 32})" for lo, hi in ranges)
-
-
-def _operation(ds: lance.LanceDataset, version: int) -> str | None:
-    """The Lance operation that committed ``version`` (None: no readable transaction)."""
-    try:
-        tx = ds.read_transaction(version)
-    except (OSError, ValueError, RuntimeError):
-        return None
-    return None if tx is None else type(tx.operation).__name__
+    changes = (
+        session.lance_reader(read.spark, storage)
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start + 1)
+        .option("endingVersion", end)
+        .option("reportOverwrites", "true")
+        .load(uri)
+    )
+    return changes.select(
+        *[F.col(_spark.quote_identifier(n)) for n in target], CHANGE_TYPE, COMMIT_VERSION
+    )
 
 
 # --- by key ---------------------------------------------------------------------------------------
@@ -400,14 +342,6 @@ def _has_map(data_type: DataType) -> bool:
     if isinstance(data_type, StructType):
         return any(_has_map(f.dataType) for f in data_type.fields)
     return False
-
-
-def _empty(rows: DataFrame, target: Mapping[str, DataType]) -> DataFrame:
-    return rows.where(F.lit(False)).select(
-        *[F.col(_spark.quote_identifier(n)) for n in target],
-        F.lit(None).cast(StringType()).alias(CHANGE_TYPE),
-        F.lit(None).cast(LongType()).alias(COMMIT_VERSION),
-    )
 
 
 # --- reading --------------------------------------------------------------------------------------

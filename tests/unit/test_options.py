@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from lance_spark.errors import InvalidOptionError
 from lance_spark.source.options import (
+    CHANGE_FEED_KEYS,
     READ_KEYS,
     STREAM_READ_KEYS,
     STREAM_WRITE_KEYS,
@@ -180,11 +181,22 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "maxfilespertrigger": "3",
         "maxbytespertrigger": "1m",
         "skipchangecommits": "true",
+        "readchangefeed": "true",
+        "endingversion": "3",
+        "endingtimestamp": "2026-02-01",
+        "reportoverwrites": "true",
     }
     # txnAppId and txnVersion go together.
     partner = {"txnappid": {"txnVersion": "1"}, "txnversion": {"txnAppId": "a"}}.get(key, {})
     options = {cased: values[key], **partner}
-    if key in READ_KEYS:
+    if key in CHANGE_FEED_KEYS:
+        options = {"readChangeFeed": "true", "startingVersion": "1", **options}
+        if key == "startingtimestamp":
+            del options["startingVersion"]
+        if key == "endingtimestamp":
+            options.pop("endingversion", None)
+        parse_read_options(options)
+    elif key in READ_KEYS:
         parse_read_options(options)
     elif key in WRITE_KEYS:
         parse_write_options(options)

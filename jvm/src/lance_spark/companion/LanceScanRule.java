@@ -21,13 +21,19 @@ final class LanceScanRule extends Rule<LogicalPlan> {
   /** A session conf that switches the companion off at run time (also on Spark Connect). */
   static final String ENABLED_CONF = "spark.lance.companion.enabled";
 
+  /**
+   * A change feed read (the Python reader computes each version's changes and pushes nothing)
+   * keeps Spark's own Python scan; Python parses the option the same way.
+   */
+  static final String CHANGE_FEED_OPTION = "readChangeFeed";
+
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
     if (!Boolean.parseBoolean(SQLConf.get().getConfString(ENABLED_CONF, "true"))) {
       return plan;
     }
     Function1<LogicalPlan, LogicalPlan> replace = node -> {
-      if (node instanceof DataSourceV2Relation relation) {
+      if (node instanceof DataSourceV2Relation relation && !isChangeFeed(relation)) {
         LanceScanTable table = LanceScanTable.wrap(relation.table());
         if (table != null) {
           return relation.copy(
@@ -42,5 +48,10 @@ final class LanceScanRule extends Rule<LogicalPlan> {
       return node;
     };
     return plan.transformUp(PartialFunction$.MODULE$.fromFunction(replace));
+  }
+
+  private static boolean isChangeFeed(DataSourceV2Relation relation) {
+    String value = relation.options().getOrDefault(CHANGE_FEED_OPTION, "false").trim();
+    return value.equalsIgnoreCase("true") || value.equals("1") || value.equalsIgnoreCase("yes");
   }
 }

@@ -1,0 +1,340 @@
+"""The change data feed: ``spark.read.format("lance").option("readChangeFeed", "true")``.
+
+A version's changes are its difference from the version before, followed by stable row id
+(Delta's change feed columns: ``_change_type`` ``insert`` / ``update_preimage`` /
+``update_postimage`` / ``delete``, ``_commit_version``, ``_commit_timestamp``). The driver
+compares the fragment lists of each version and the one before (manifests only) and plans
+one task per version that changed rows; the task reads just the fragments that differ (those
+of ``v - 1`` removed or given a new deletion file, those of ``v`` new or changed) and matches
+them by ``_rowid``: only before -> ``delete``, only after -> ``insert``, on both sides with a
+value that differs, or rewritten by an ``Update`` commit (``_row_last_updated_at_version =
+v``) -> the pre- and post-image. Compaction moves rows with their ids and values and is not
+read at all; versions that change no fragment (indexes, config, tags) cost nothing.
+
+``LanceTable.diff`` is this feed (plus its by-key mode for tables without stable row ids).
+The columns are the ending version's: a column an older version lacks reads as null, and
+update detection compares the columns both versions have. An overwrite or a restore in the
+range is an error (its rows are not followed by id) unless ``reportOverwrites`` is set, which
+reports what it changed as the rows of the versions compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from lance_spark.errors import InvalidOptionError, LanceSparkError, VersionNotFoundError
+from lance_spark.source import dataset
+from lance_spark.source import types as _types
+from lance_spark.source.options import ChangeFeedOptions, TimeTravel
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+INSERT = "insert"
+DELETE = "delete"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+
+_ROWID = "_rowid"
+_UPDATED_AT = "_row_last_updated_at_version"
+_ROW_PRESERVING = frozenset({"Rewrite"})  # compaction
+_REPLACING = frozenset({"Overwrite", "Restore"})
+
+
+@dataclass(frozen=True)
+class VersionChanges(InputPartition):
+    """One task: the fragments of one version and of the one before that differ."""
+
+    version: int
+    before: tuple[int, ...]  # fragment ids of version - 1
+    after: tuple[int, ...]  # fragment ids of version
+    rewritten: bool  # an Update commit: the rows it rewrote are updates even if equal
+    timestamp_us: int
+
+
+def change_schema(table: StructType) -> StructType:
+    """``table``'s columns and the change feed's."""
+    return StructType(
+        [
+            *table.fields,
+            StructField(CHANGE_TYPE, StringType(), nullable=False),
+            StructField(COMMIT_VERSION, LongType(), nullable=False),
+            StructField(COMMIT_TIMESTAMP, TimestampType(), nullable=False),
+        ]
+    )
+
+
+def resolve_range(
+    uri: str, options: ChangeFeedOptions, storage: Mapping[str, str]
+) -> tuple[int, int]:
+    """(first version reported, last version reported)."""
+    latest = dataset.open_latest(uri, storage=storage)
+    stamps = dataset.version_timestamps(latest)
+    if options.starting_timestamp is not None:
+        later = [v for v, t in stamps if t >= options.starting_timestamp]
+        if not later:
+            raise VersionNotFoundError(
+                f"startingTimestamp {options.starting_timestamp.isoformat()} is after the "
+                f"latest commit of the Lance table at {uri!r}"
+            )
+        start = min(later)
+    else:
+        start = int(options.starting_version or 0)
+    if options.ending_timestamp is not None:
+        end = dataset.resolve_version(
+            latest, TimeTravel(timestamp=options.ending_timestamp), uri=uri
+        )
+    elif options.ending_version is not None:
+        end = dataset.resolve_version(latest, TimeTravel(version=options.ending_version), uri=uri)
+    else:
+        end = int(latest.version)
+    if start > end:
+        raise InvalidOptionError(
+            f"the change feed's starting version {start} is after its ending version {end}"
+        )
+    return max(start, 1), end
+
+
+def plan(
+    uri: str,
+    *,
+    start: int,
+    end: int,
+    storage: Mapping[str, str],
+    report_overwrites: bool,
+) -> tuple[pa.Schema, tuple[VersionChanges, ...]]:
+    """The ending version's schema and one partition per version of ``[start, end]`` that
+    changed rows."""
+    latest = dataset.open_latest(uri, storage=storage)
+    if not latest.has_stable_row_ids:
+        raise InvalidOptionError(
+            f"the Lance table at {uri!r} has no stable row ids, so its change feed cannot "
+            "follow rows from commit to commit (tables created by lance_spark have them); "
+            "LanceTable.diff(start, end, key=<column>) compares two versions by key instead"
+        )
+    stamps = dict(dataset.version_timestamps(latest))
+    wanted = range(max(start - 1, 1), end + 1)
+    missing = [v for v in wanted if v not in stamps]
+    if missing:
+        raise VersionNotFoundError(
+            f"the change feed of the Lance table at {uri!r} for versions {start} to {end} needs "
+            f"versions {', '.join(map(str, missing))}, which no longer exist (removed by "
+            "cleanup); read a later range"
+        )
+    ending = dataset.open_version(uri, end, storage=storage)
+    changes: list[VersionChanges] = []
+    before = dataset.open_version(uri, start - 1, storage=storage) if start > 1 else None
+    for version in range(start, end + 1):
+        after = dataset.open_version(uri, version, storage=storage)
+        old = {} if before is None else _fragments(before)
+        new = _fragments(after)
+        removed = tuple(sorted(i for i, meta in old.items() if new.get(i) != meta))
+        added = tuple(sorted(i for i, meta in new.items() if old.get(i) != meta))
+        operation = dataset.operation(after, version)
+        if (removed or added) and operation not in _ROW_PRESERVING:
+            if operation in _REPLACING and old and not report_overwrites:
+                raise InvalidOptionError(
+                    f"version {version} of the Lance table at {uri!r} is an "
+                    f"{operation.lower()}, whose rows the change feed cannot follow by row "
+                    f"id; read the versions before or after it, or set reportOverwrites=true "
+                    "to report what it changed as deletes and inserts"
+                )
+            changes.append(
+                VersionChanges(
+                    version,
+                    removed,
+                    added,
+                    rewritten=operation == "Update",
+                    timestamp_us=_micros(stamps[version]),
+                )
+            )
+        before = after
+    return ending.schema, tuple(changes)
+
+
+def _fragments(ds: lance.LanceDataset) -> dict[int, object]:
+    """Fragment id -> its metadata (files, deletion file, row ids): equal means unchanged."""
+    return {int(f.fragment_id): f.metadata.to_json() for f in ds.get_fragments()}
+
+
+def _micros(when: datetime) -> int:
+    return int(when.astimezone(UTC).timestamp() * 1_000_000)
+
+
+@dataclass
+class ChangeFeedReader(DataSourceReader):
+    """Reads the change feed planned by :func:`plan` (no filter push-down: Spark filters)."""
+
+    uri: str
+    table_schema: pa.Schema  # the ending version's
+    changes: tuple[VersionChanges, ...]
+    output_schema: StructType
+    storage: Mapping[str, str] = field(repr=False, default_factory=dict)
+    batch_size: int = 8192
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return list(self.changes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, VersionChanges):
+            return
+        target = to_arrow_schema(self.output_schema, timezone="UTC")
+        names = [n for n in self.output_schema.names if n not in CHANGE_COLUMNS]
+        table_target = pa.schema([target.field(n) for n in names])
+        after_ds = dataset.open_version(self.uri, partition.version, storage=self.storage)
+        after = _rows(self, after_ds, partition.after, names, with_updated_at=True)
+        if partition.version > 1 and partition.before:
+            before_ds = dataset.open_version(self.uri, partition.version - 1, storage=self.storage)
+            before = _rows(self, before_ds, partition.before, names, with_updated_at=False)
+            compared = [
+                n for n in names if n in before_ds.schema.names and n in after_ds.schema.names
+            ]
+        else:
+            before = _empty(names, after_ds.schema)
+            compared = []
+        for kind, rows in _classify(before, after, compared, partition):
+            for chunk in rows.to_batches(max_chunksize=self.batch_size):
+                yield _output(chunk, kind, partition, names, table_target, target)
+
+
+def _rows(
+    reader: ChangeFeedReader,
+    ds: lance.LanceDataset,
+    fragment_ids: Sequence[int],
+    names: Sequence[str],
+    *,
+    with_updated_at: bool,
+) -> pa.Table:
+    """The rows of ``fragment_ids`` of ``ds``: the columns of ``names`` it has, ``_rowid``."""
+    if not fragment_ids:
+        return _empty(names, ds.schema)
+    present = [n for n in names if n in ds.schema.names]
+    columns = [*present, *([_UPDATED_AT] if with_updated_at else [])]
+    fragments = []
+    for i in fragment_ids:
+        fragment = ds.get_fragment(i)
+        if fragment is None:
+            raise LanceSparkError(f"version {ds.version} of {reader.uri!r} has no fragment {i}")
+        fragments.append(fragment)
+    with dataset.reading_data(reader.uri, ds, list(fragment_ids), storage=reader.storage):
+        return ds.scanner(fragments=fragments, columns=columns, with_row_id=True).to_table()
+
+
+def _empty(names: Sequence[str], schema: pa.Schema) -> pa.Table:
+    present = [n for n in names if n in schema.names]
+    return pa.table(
+        {
+            **{n: pa.array([], schema.field(n).type) for n in present},
+            _ROWID: pa.array([], pa.uint64()),
+        }
+    )
+
+
+def _classify(
+    before: pa.Table, after: pa.Table, compared: Sequence[str], partition: VersionChanges
+) -> Iterator[tuple[str, pa.Table]]:
+    before_ids = before.column(_ROWID)
+    after_ids = after.column(_ROWID)
+    position = pc.index_in(after_ids, value_set=before_ids)  # per after row: its before row
+    matched = position.is_valid()
+    yield DELETE, before.filter(pc.invert(pc.is_in(before_ids, value_set=after_ids)))
+    yield INSERT, after.filter(pc.invert(matched))
+    after_matched = after.filter(matched)
+    before_matched = before.take(position.filter(matched))
+    changed = _differs(before_matched, after_matched, compared)
+    if partition.rewritten and _UPDATED_AT in after_matched.column_names:
+        rewritten = pc.equal(after_matched.column(_UPDATED_AT), partition.version)
+        changed = pc.or_(changed, pc.fill_null(rewritten, False))
+    yield UPDATE_PREIMAGE, before_matched.filter(changed)
+    yield UPDATE_POSTIMAGE, after_matched.filter(changed)
+
+
+def _differs(before: pa.Table, after: pa.Table, names: Sequence[str]) -> pa.Array:
+    """Per row: whether any of ``names`` differs (nulls equal to nulls)."""
+    differs = pa.array([False] * after.num_rows, pa.bool_())
+    for name in names:
+        old = before.column(name).combine_chunks()
+        new = after.column(name).combine_chunks()
+        if old.type != new.type:
+            try:
+                old = old.cast(new.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                new = new.cast(old.type)
+        differs = pc.or_(differs, _not_equal(old, new))
+    return differs
+
+
+def _not_equal(old: pa.Array, new: pa.Array) -> pa.Array:
+    both_null = pc.and_(old.is_null(), new.is_null())
+    try:
+        equal = pc.fill_null(pc.equal(old, new), False)
+    except pa.ArrowNotImplementedError:  # nested types: compared as Python values
+        equal = pa.array(
+            [a == b for a, b in zip(old.to_pylist(), new.to_pylist(), strict=True)], pa.bool_()
+        )
+    return pc.invert(pc.or_(equal, both_null))
+
+
+def _output(
+    chunk: pa.RecordBatch,
+    kind: str,
+    partition: VersionChanges,
+    names: Sequence[str],
+    table_target: pa.Schema,
+    target: pa.Schema,
+) -> pa.RecordBatch:
+    rows = chunk.num_rows
+    arrays = [
+        chunk.column(n) if n in chunk.schema.names else pa.nulls(rows, table_target.field(n).type)
+        for n in names
+    ]
+    data = pa.RecordBatch.from_arrays(
+        [a if isinstance(a, pa.Array) else pa.array(a) for a in arrays],
+        schema=pa.schema(
+            [
+                (chunk.schema.field(n) if n in chunk.schema.names else table_target.field(n))
+                for n in names
+            ]
+        ),
+    )
+    data = _types.conform_read_batch(data, table_target)
+    extra = [
+        pa.array([kind] * rows, target.field(CHANGE_TYPE).type),
+        pa.array([partition.version] * rows, target.field(COMMIT_VERSION).type),
+        pa.array([partition.timestamp_us] * rows, pa.int64()).cast(
+            target.field(COMMIT_TIMESTAMP).type
+        ),
+    ]
+    return pa.RecordBatch.from_arrays([*data.columns, *extra], schema=target)
+
+
+def reader(
+    uri: str,
+    options: ChangeFeedOptions,
+    *,
+    output_schema: StructType,
+    storage: Mapping[str, str],
+    batch_size: int,
+) -> ChangeFeedReader:
+    start, end = resolve_range(uri, options, storage)
+    arrow_schema, changes = plan(
+        uri, start=start, end=end, storage=storage, report_overwrites=options.report_overwrites
+    )
+    return ChangeFeedReader(
+        uri=uri,
+        table_schema=arrow_schema,
+        changes=changes,
+        output_schema=output_schema,
+        storage=dict(storage),
+        batch_size=batch_size,
+    )
