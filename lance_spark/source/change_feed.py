@@ -90,19 +90,27 @@ def resolve_range(
         start = min(later)
     else:
         start = int(options.starting_version or 0)
-    if options.ending_timestamp is not None:
-        end = dataset.resolve_version(
-            latest, TimeTravel(timestamp=options.ending_timestamp), uri=uri
-        )
-    elif options.ending_version is not None:
-        end = dataset.resolve_version(latest, TimeTravel(version=options.ending_version), uri=uri)
-    else:
-        end = int(latest.version)
+    end = _resolve_end(latest, options, uri)
     if start > end:
         raise InvalidOptionError(
             f"the change feed's starting version {start} is after its ending version {end}"
         )
     return max(start, 1), end
+
+
+def ending_version(uri: str, options: ChangeFeedOptions, storage: Mapping[str, str]) -> int:
+    """The last version a change feed read reports (the latest when no ending is given)."""
+    return _resolve_end(dataset.open_latest(uri, storage=storage), options, uri)
+
+
+def _resolve_end(latest: lance.LanceDataset, options: ChangeFeedOptions, uri: str) -> int:
+    if options.ending_timestamp is not None:
+        travel = TimeTravel(timestamp=options.ending_timestamp)
+        return dataset.resolve_version(latest, travel, uri=uri)
+    if options.ending_version is not None:
+        travel = TimeTravel(version=options.ending_version)
+        return dataset.resolve_version(latest, travel, uri=uri)
+    return int(latest.version)
 
 
 def plan(

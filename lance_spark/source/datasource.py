@@ -24,6 +24,9 @@ from lance_spark.source import stream_writer as _stream_writer
 from lance_spark.source import writer as _writer
 from lance_spark.source.options import (
     READ_CHANGE_FEED,
+    READ_KEYS,
+    STARTING_TIMESTAMP,
+    STARTING_VERSION,
     STREAM_READ_KEYS,
     ReadOptions,
     parse_read_options,
@@ -74,20 +77,35 @@ class LanceDataSource(DataSource):
         # Spark asks a streaming read for its schema too: its own options are checked by
         # streamReader(), a batch read's by reader().
         options = dict(self.options)
-        if not _is_change_feed(options):
-            options = {k: v for k, v in options.items() if k.lower() not in STREAM_READ_KEYS}
+        if _is_change_feed(options):
+            return self._change_feed_schema(options)
+        options = {k: v for k, v in options.items() if k.lower() not in STREAM_READ_KEYS}
         opts = parse_read_options(options, session_storage=self.defaults.storage)
         uri = self._require_uri(opts.uri, None)
+        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
+        projection = _reader.table_projection(ds.schema, opts)
+        return _reader.spark_schema(ds.schema, projection, uri=uri)
+
+    def _change_feed_schema(self, options: dict[str, str]) -> StructType:
+        """A change feed's schema (batch or stream): the table's columns as of the ending
+        version, then the change columns. Only the ending version matters here; the reader
+        checks the rest (a stream's own options are dropped, and a stream may start from
+        the snapshot or from ``latest``)."""
+        kept = {k: v for k, v in options.items() if k.lower() not in _STREAM_ONLY_KEYS}
+        starts = [k for k in kept if k.lower() in (STARTING_VERSION, STARTING_TIMESTAMP)]
+        for key in starts:
+            del kept[key]
+        kept[STARTING_VERSION] = "0"
+        opts = parse_read_options(kept, session_storage=self.defaults.storage)
+        uri = self._require_uri(opts.uri, None)
         if opts.change_feed is not None:
-            _, end = _change_feed.resolve_range(uri, opts.change_feed, opts.storage)
+            end = _change_feed.ending_version(uri, opts.change_feed, opts.storage)
             ds = dataset.open_version(uri, end, storage=opts.storage)
             table = _reader.spark_schema(
                 ds.schema, _reader.table_projection(ds.schema, opts), uri=uri
             )
             return _change_feed.change_schema(table)
-        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
-        projection = _reader.table_projection(ds.schema, opts)
-        return _reader.spark_schema(ds.schema, projection, uri=uri)
+        raise InvalidOptionError("readChangeFeed must be true for a change feed schema")
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options()
@@ -182,6 +200,9 @@ class LanceDataSource(DataSource):
                 "CREATE TABLE ... USING lance LOCATION 'path'"
             )
         return _normalise_uri(found)
+
+
+_STREAM_ONLY_KEYS = STREAM_READ_KEYS - READ_KEYS
 
 
 def _is_change_feed(options: dict[str, str]) -> bool:

@@ -146,6 +146,8 @@ STREAM_READ_KEYS = frozenset(
         MAX_BYTES_PER_TRIGGER,
         SKIP_CHANGE_COMMITS,
         BATCH_SIZE,
+        READ_CHANGE_FEED,
+        REPORT_OVERWRITES,
     }
 )
 
@@ -260,6 +262,8 @@ class StreamReadOptions:
     max_files: int | None = None
     max_bytes: int | None = None
     skip_change_commits: bool = False
+    read_change_feed: bool = False  # change rows (Delta's columns) instead of appended rows
+    report_overwrites: bool = False
     batch_size: int = DEFAULT_BATCH_SIZE
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -358,6 +362,8 @@ def parse_stream_read_options(
         max_files=None if max_files is None else _positive_int(opts, MAX_FILES_PER_TRIGGER, 1),
         max_bytes=None if max_bytes is None else _byte_size(max_bytes, MAX_BYTES_PER_TRIGGER),
         skip_change_commits=_bool(opts, SKIP_CHANGE_COMMITS, default=False),
+        read_change_feed=_bool(opts, READ_CHANGE_FEED, default=False),
+        report_overwrites=_bool(opts, REPORT_OVERWRITES, default=False),
         batch_size=_positive_int(opts, BATCH_SIZE, DEFAULT_BATCH_SIZE),
         storage=_storage(opts, session_storage),
     )

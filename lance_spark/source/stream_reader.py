@@ -27,6 +27,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -36,8 +37,15 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from lance_spark.errors import LanceSparkError, StreamChangeError, VersionNotFoundError
+from lance_spark.errors import (
+    InvalidOptionError,
+    LanceSparkError,
+    StreamChangeError,
+    VersionNotFoundError,
+)
+from lance_spark.source import change_feed as _change_feed
 from lance_spark.source import dataset
+from lance_spark.source.change_feed import VersionChanges
 from lance_spark.source.options import StreamReadOptions
 from lance_spark.source.planning import FragmentSlice, LancePartition
 from lance_spark.source.reader import LanceReader, Projection, _fragment_info
@@ -71,12 +79,15 @@ class Offset:
 
 @dataclass(frozen=True)
 class Unit:
-    """One fragment of one version that the stream reads."""
+    """One fragment of one version that the stream reads (or, for a change feed stream, the
+    changes of one version: ``changes``)."""
 
     version: int
     fragment_id: int
     rows: int
     size_bytes: int
+    files: int = 1
+    changes: VersionChanges | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,8 @@ class StreamPartition(InputPartition):
     version: int
     fragment_ids: tuple[int, ...]
     absent: tuple[str, ...]  # stream columns this version does not have: read as null
+    # A change feed stream's first snapshot: its rows are inserts of this (version, time).
+    inserted_at: tuple[int, int] | None = None
 
 
 @dataclass
@@ -109,11 +122,12 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # Driver-side state of the running query (never needed by tasks).
     _versions: dict[int, VersionRows] = field(default_factory=dict, repr=False)
     _snapshots: dict[int, tuple[Unit, ...]] = field(default_factory=dict, repr=False)
+    _feeds: dict[int, VersionChanges | None] = field(default_factory=dict, repr=False)
     _available_now: int | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_versions"], state["_snapshots"] = {}, {}
+        state["_versions"], state["_snapshots"], state["_feeds"] = {}, {}, {}
         return state
 
     # --- offsets --------------------------------------------------------------------------
@@ -153,12 +167,12 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             for unit, after in self._steps(begin, self._target()):
                 if unit is not None:
-                    over = (max_files is not None and files + 1 > max_files) or (
+                    over = (max_files is not None and files + unit.files > max_files) or (
                         max_bytes is not None and size + unit.size_bytes > max_bytes
                     )
                     if files and over:  # at least one fragment per batch
                         break
-                    files, size = files + 1, size + unit.size_bytes
+                    files, size = files + unit.files, size + unit.size_bytes
                 position = after
         except StreamChangeError:
             if position == begin:
@@ -187,9 +201,22 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- tasks ------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, VersionChanges):
+            feed = _change_feed.ChangeFeedReader(
+                uri=self.uri,
+                table_schema=pa.schema([]),
+                changes=(partition,),
+                output_schema=self.schema,
+                storage=dict(self.options.storage),
+                batch_size=self.options.batch_size,
+            )
+            return feed.read(partition)
         if not isinstance(partition, StreamPartition):
             return iter(())
-        names = [n for n in self.schema.names if n not in partition.absent]
+        table = StructType(
+            [f for f in self.schema.fields if f.name not in _change_feed.CHANGE_COLUMNS]
+        )
+        names = [n for n in table.names if n not in partition.absent]
         reader = LanceReader(
             uri=self.uri,
             version=partition.version,
@@ -197,10 +224,13 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             projection=Projection(tuple(names), tuple(names), (), partition.absent),
             storage=dict(self.options.storage),
             batch_size=self.options.batch_size,
-            output_schema=self.schema,
+            output_schema=table,
         )
         slices = tuple(FragmentSlice(i) for i in partition.fragment_ids)
-        return reader.read(LancePartition(index=0, slices=slices))
+        batches = reader.read(LancePartition(index=0, slices=slices))
+        if partition.inserted_at is None:
+            return batches
+        return _as_inserts(batches, partition.inserted_at, self.schema)
 
     # --- the walk over versions -------------------------------------------------------------
     def _steps(self, start: Offset, target: int) -> Iterator[tuple[Unit | None, Offset]]:
@@ -219,6 +249,15 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         version = position.version + 1
         index = position.index
         while version <= target:
+            if self.options.read_change_feed:
+                changes = self._feed(version)
+                if changes is None:
+                    yield None, Offset(version)
+                else:
+                    files = max(1, len(changes.before) + len(changes.after))
+                    yield Unit(version, -1, 0, 0, files, changes), Offset(version)
+                version, index = version + 1, 0
+                continue
             rows = self._version(version)
             if rows.kind == "change" and not self.options.skip_change_commits:
                 raise StreamChangeError(
@@ -249,6 +288,21 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._versions[version] = classify(before, after, version)
         return self._versions[version]
 
+    def _feed(self, version: int) -> VersionChanges | None:
+        if version not in self._feeds:
+            try:
+                _, changes = _change_feed.plan(
+                    self.uri,
+                    start=version,
+                    end=version,
+                    storage=self.options.storage,
+                    report_overwrites=self.options.report_overwrites,
+                )
+            except InvalidOptionError as err:
+                raise StreamChangeError(str(err)) from err
+            self._feeds[version] = changes[0] if changes else None
+        return self._feeds[version]
+
     def _snapshot(self, version: int) -> tuple[Unit, ...]:
         if version not in self._snapshots:
             ds = self._open(version)
@@ -257,8 +311,9 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return self._snapshots[version]
 
-    def _partitions(self, units: Sequence[Unit]) -> list[StreamPartition]:
-        partitions: list[StreamPartition] = []
+    def _partitions(self, units: Sequence[Unit]) -> list[InputPartition]:
+        partitions: list[InputPartition] = [u.changes for u in units if u.changes is not None]
+        units = [u for u in units if u.changes is None]
         group: list[Unit] = []
         for unit in [*units, None]:
             flush = unit is None or (
@@ -269,15 +324,30 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
             )
             if flush and group:
-                columns = self._version_columns(group[0].version)
-                absent = tuple(n for n in self.schema.names if n not in columns)
+                version = group[0].version
+                columns = self._version_columns(version)
+                absent = tuple(
+                    n
+                    for n in self.schema.names
+                    if n not in columns and n not in _change_feed.CHANGE_COLUMNS
+                )
+                inserted_at = None
+                if self.options.read_change_feed:  # the snapshot a change feed stream starts with
+                    inserted_at = (version, self._timestamp_us(version))
                 partitions.append(
-                    StreamPartition(group[0].version, tuple(u.fragment_id for u in group), absent)
+                    StreamPartition(
+                        version, tuple(u.fragment_id for u in group), absent, inserted_at
+                    )
                 )
                 group = []
             if unit is not None:
                 group.append(unit)
         return partitions
+
+    def _timestamp_us(self, version: int) -> int:
+        ds = dataset.open_latest(self.uri, storage=self.options.storage)
+        stamps = dict(dataset.version_timestamps(ds))
+        return int(stamps[version].timestamp() * 1_000_000)
 
     def _version_columns(self, version: int) -> tuple[str, ...]:
         if version in self._versions:
@@ -312,6 +382,24 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ds = dataset.open_latest(self.uri, storage=self.options.storage)
         later = [v for v, stamp in dataset.version_timestamps(ds) if stamp >= when]
         return min(later) if later else latest + 1
+
+
+def _as_inserts(
+    batches: Iterator[pa.RecordBatch], inserted_at: tuple[int, int], schema: StructType
+) -> Iterator[pa.RecordBatch]:
+    """Snapshot rows as change feed rows: inserts of the snapshot's version."""
+    target = to_arrow_schema(schema, timezone="UTC")
+    version, micros = inserted_at
+    for batch in batches:
+        rows = batch.num_rows
+        extra = [
+            pa.array([_change_feed.INSERT] * rows, target.field(_change_feed.CHANGE_TYPE).type),
+            pa.array([version] * rows, target.field(_change_feed.COMMIT_VERSION).type),
+            pa.array([micros] * rows, pa.int64()).cast(
+                target.field(_change_feed.COMMIT_TIMESTAMP).type
+            ),
+        ]
+        yield pa.RecordBatch.from_arrays([*batch.columns, *extra], schema=target)
 
 
 def classify(

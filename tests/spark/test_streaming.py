@@ -496,3 +496,66 @@ def test_source_needing_a_removed_version_fails_naming_it(
     query = stopping(_memory(frame, _name(), tmp_path / "ck"))
     with pytest.raises(PySparkException, match=r"version 1 of the Lance table .*cleanup"):
         query.processAllAvailable()
+
+
+def _change_rows(rows: Iterable[Any]) -> list[tuple[Any, ...]]:
+    return sorted(
+        (r["id"], r["v"], r["_change_type"], r["_commit_version"], r["_commit_timestamp"])
+        for r in rows
+    )
+
+
+def test_change_feed_stream_equals_the_batch_change_feed(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    _append(spark, table_uri, range(4))
+    checkpoint = tmp_path / "ck"
+    out = str(tmp_path / "changes.lance")  # a sink that resumes from its checkpoint
+
+    def run() -> None:
+        frame = (
+            spark.readStream.format("lance")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", 1)
+            .option("maxFilesPerTrigger", 1)
+            .load(table_uri)
+        )
+        query = stopping(
+            frame.writeStream.format("lance")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start(out)
+        )
+        query.awaitTermination()
+
+    run()
+    t = LanceTable.forPath(spark, table_uri)
+    t.update("id = 1", {"v": "'one'"})
+    t.delete("id = 2")
+    _append(spark, table_uri, range(10, 12))
+    t.optimize().executeCompaction()
+    run()
+    batch = (
+        spark.read.format("lance")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 1)
+        .load(table_uri)
+    )
+    expected = _change_rows(batch.collect())
+    assert {r[2] for r in expected} == {"insert", "update_preimage", "update_postimage", "delete"}
+    assert _change_rows(spark.read.format("lance").load(out).collect()) == expected
+
+
+def test_change_feed_stream_starts_with_the_snapshot_as_inserts(
+    spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    _append(spark, table_uri, range(3))
+    _append(spark, table_uri, range(3, 5))
+    name = _name()
+    frame = spark.readStream.format("lance").option("readChangeFeed", "true").load(table_uri)
+    query = stopping(_memory(frame, name, tmp_path / "ck"))
+    query.processAllAvailable()
+    LanceTable.forPath(spark, table_uri).delete("id = 0")
+    query.processAllAvailable()
+    rows = sorted((r.id, r._change_type, r._commit_version) for r in spark.table(name).collect())
+    assert rows == [(0, "delete", 3), (0, "insert", 2)] + [(i, "insert", 2) for i in range(1, 5)]

@@ -41,7 +41,7 @@ def test_stream_read_options() -> None:
         ({"maxBytesPerTrigger": "lots"}, "maxBytesPerTrigger='lots' is not a size"),
         ({"maxFilesPerTrigger": "0"}, "maxFilesPerTrigger=0 must be at least 1"),
         ({"versionAsOf": "1"}, "'versionAsOf' is a read option"),
-        ({"readChangeFeed": "true"}, "'readChangeFeed' is a read option"),
+        ({"endingVersion": "3"}, "'endingVersion' is a read option"),
     ],
 )
 def test_bad_stream_read_options_name_the_option(options: dict[str, str], message: str) -> None:
