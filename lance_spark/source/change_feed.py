@@ -4,9 +4,9 @@ A version's changes are its difference from the version before, followed by stab
 (Delta's change feed columns: ``_change_type`` ``insert`` / ``update_preimage`` /
 ``update_postimage`` / ``delete``, ``_commit_version``, ``_commit_timestamp``). The driver
 compares the fragment lists of each version and the one before (manifests only) and plans
-one task per version that changed rows; the task reads just the fragments that differ (those
-of ``v - 1`` removed or given a new deletion file, those of ``v`` new or changed) and matches
-them by ``_rowid``: only before -> ``delete``, only after -> ``insert``, on both sides with a
+one task per version that changed rows; the task reads just what differs (the fragments of
+``v - 1`` it removed or rewrote, those of ``v`` that are new or rewritten, and of a fragment
+that only lost rows, the rows it lost) and matches them by ``_rowid``: only before -> ``delete``, only after -> ``insert``, on both sides with a
 value that differs, or rewritten by an ``Update`` commit (``_row_last_updated_at_version =
 v``) -> the pre- and post-image. Compaction moves rows with their ids and values and is not
 read at all; versions that change no fragment (indexes, config, tags) cost nothing.
@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import lance
 import pyarrow as pa
@@ -56,10 +57,13 @@ class VersionChanges(InputPartition):
     """One task: the fragments of one version and of the one before that differ."""
 
     version: int
-    before: tuple[int, ...]  # fragment ids of version - 1
-    after: tuple[int, ...]  # fragment ids of version
+    before: tuple[int, ...]  # fragment ids of version - 1: removed, or rewritten
+    after: tuple[int, ...]  # fragment ids of version: new, or rewritten
     rewritten: bool  # an Update commit: the rows it rewrote are updates even if equal
     timestamp_us: int
+    # Fragments that only got (more) deleted rows: only those rows are kept from version - 1,
+    # and version's side holds nothing new for them.
+    trimmed: tuple[int, ...] = ()
 
 
 def change_schema(table: StructType) -> StructType:
@@ -146,10 +150,22 @@ def plan(
         after = dataset.open_version(uri, version, storage=storage)
         old = {} if before is None else _fragments(before)
         new = _fragments(after)
-        removed = tuple(sorted(i for i, meta in old.items() if new.get(i) != meta))
-        added = tuple(sorted(i for i, meta in new.items() if old.get(i) != meta))
         operation = dataset.operation(after, version)
-        if (removed or added) and operation not in _ROW_PRESERVING:
+        # Deletions only grow, except when a restore or overwrite puts back older fragments.
+        trimmed = tuple(
+            sorted(
+                i
+                for i in old
+                if i in new and operation not in _REPLACING and _only_deletions(old[i], new[i])
+            )
+        )
+        removed = tuple(
+            sorted(i for i, meta in old.items() if new.get(i) != meta and i not in trimmed)
+        )
+        added = tuple(
+            sorted(i for i, meta in new.items() if old.get(i) != meta and i not in trimmed)
+        )
+        if (removed or added or trimmed) and operation not in _ROW_PRESERVING:
             if operation in _REPLACING and old and not report_overwrites:
                 raise InvalidOptionError(
                     f"version {version} of the Lance table at {uri!r} is an "
@@ -164,15 +180,30 @@ def plan(
                     added,
                     rewritten=operation == "Update",
                     timestamp_us=_micros(stamps[version]),
+                    trimmed=trimmed,
                 )
             )
         before = after
     return ending.schema, tuple(changes)
 
 
-def _fragments(ds: lance.LanceDataset) -> dict[int, object]:
+def _fragments(ds: lance.LanceDataset) -> dict[int, dict[str, Any]]:
     """Fragment id -> its metadata (files, deletion file, row ids): equal means unchanged."""
     return {int(f.fragment_id): f.metadata.to_json() for f in ds.get_fragments()}
+
+
+def _only_deletions(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """The fragment changed only by rows deleted from it (a DELETE, or the old copies of rows
+    an UPDATE or MERGE rewrote elsewhere)."""
+    if _deleted(new) <= _deleted(old):
+        return False
+    rest = {k: v for k, v in old.items() if k != "deletion_file"}
+    return rest == {k: v for k, v in new.items() if k != "deletion_file"}
+
+
+def _deleted(meta: dict[str, Any]) -> int:
+    deletion = meta.get("deletion_file") or {}
+    return int(deletion.get("num_deleted_rows") or 0)
 
 
 def _micros(when: datetime) -> int:
@@ -201,9 +232,12 @@ class ChangeFeedReader(DataSourceReader):
         table_target = pa.schema([target.field(n) for n in names])
         after_ds = dataset.open_version(self.uri, partition.version, storage=self.storage)
         after = _rows(self, after_ds, partition.after, names, with_updated_at=True)
-        if partition.version > 1 and partition.before:
+        if partition.version > 1 and (partition.before or partition.trimmed):
             before_ds = dataset.open_version(self.uri, partition.version - 1, storage=self.storage)
             before = _rows(self, before_ds, partition.before, names, with_updated_at=False)
+            if partition.trimmed:
+                deleted = _deleted_rows(self, before_ds, after_ds, partition.trimmed, names)
+                before = pa.concat_tables([before, deleted], promote_options="permissive")
             compared = [
                 n for n in names if n in before_ds.schema.names and n in after_ds.schema.names
             ]
@@ -236,6 +270,39 @@ def _rows(
         fragments.append(fragment)
     with dataset.reading_data(reader.uri, ds, list(fragment_ids), storage=reader.storage):
         return ds.scanner(fragments=fragments, columns=columns, with_row_id=True).to_table()
+
+
+def _deleted_rows(
+    reader: ChangeFeedReader,
+    before: lance.LanceDataset,
+    after: lance.LanceDataset,
+    fragment_ids: Sequence[int],
+    names: Sequence[str],
+) -> pa.Table:
+    """The rows of ``fragment_ids`` live in ``before`` and deleted in ``after``: the live row
+    addresses of both (no column data), then one pass over ``before``'s rows keeping those."""
+    present = [n for n in names if n in before.schema.names]
+    kept: list[pa.Table] = [_empty(names, before.schema)]
+    with dataset.reading_data(reader.uri, before, list(fragment_ids), storage=reader.storage):
+        for i in fragment_ids:
+            old, new = before.get_fragment(i), after.get_fragment(i)
+            if old is None or new is None:
+                raise LanceSparkError(
+                    f"{reader.uri!r} has no fragment {i} in version {after.version}"
+                )
+            live = new.scanner(columns=[], with_row_address=True).to_table().column("_rowaddr")
+            scan = old.scanner(
+                columns=present,
+                with_row_id=True,
+                with_row_address=True,
+                batch_size=reader.batch_size,
+            )
+            for batch in scan.to_batches():
+                gone = pc.invert(pc.is_in(batch.column("_rowaddr"), value_set=live))
+                rows = pa.Table.from_batches([batch]).filter(gone)
+                if rows.num_rows:
+                    kept.append(rows.select([*present, _ROWID]))
+    return pa.concat_tables(kept, promote_options="permissive")
 
 
 def _empty(names: Sequence[str], schema: pa.Schema) -> pa.Table:

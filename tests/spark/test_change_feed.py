@@ -134,7 +134,12 @@ def test_only_changed_fragments_are_read(spark: SparkSession, table_uri: str) ->
     fragments = {int(f.fragment_id) for f in lance.dataset(table_uri, version=2).get_fragments()}
     append = partitions[0]
     assert append.before == () and set(append.after) < fragments  # only the new fragment
-    assert partitions[1].rewritten  # UPDATE: rows it rewrote are updates
+    update, delete = partitions[1], partitions[2]
+    assert update.rewritten  # UPDATE: rows it rewrote are updates
+    # The UPDATE wrote its rows to a new fragment and deleted the old copies: only the
+    # deleted rows of the old fragment are read, not the fragment.
+    assert update.trimmed and update.before == () and len(update.after) == 1
+    assert delete.trimmed and delete.before == () and delete.after == ()
 
 
 def change_feed_options(start: int) -> Any:
