@@ -81,6 +81,7 @@ ML_FULL_SCAN = "ML: full scan"
 ML_KEY_LOOKUP = "ML: lookup by unsorted key, BTREE index"
 ML_BROADCAST_JOIN = "ML: join of a small Lance table with the Parquet one"
 STREAM_SINK = "streaming sink, availableNow (rows/10)"
+CHANGE_FEED = "change feed of one UPDATE version (1% of rows) vs comparing two Parquet snapshots"
 
 CASE_NAMES = (
     FULL_SCAN,
@@ -101,6 +102,7 @@ CASE_NAMES = (
     ML_KEY_LOOKUP,
     ML_BROADCAST_JOIN,
     STREAM_SINK,
+    CHANGE_FEED,
 )
 
 # Upper bounds on the median per-run ratio Lance / baseline (None: reported, no target).
@@ -123,6 +125,7 @@ TARGETS: dict[str, float | None] = {
     ML_KEY_LOOKUP: 0.3,
     ML_BROADCAST_JOIN: 1.0,
     STREAM_SINK: None,
+    CHANGE_FEED: None,
 }
 
 METHODS: dict[str, str] = {
@@ -183,6 +186,14 @@ METHODS: dict[str, str] = {
         '"lance")`: one version per micro-batch, exactly once) vs a Parquet file sink; a new '
         "checkpoint and target every run (deleted after it, untimed). Rows per second = "
         "rows/10 / seconds."
+    ),
+    CHANGE_FEED: (
+        "`x = x + 1` for the rows with `id % 100 = 0` (one `LanceTable.update`, untimed); Lance: "
+        '`spark.read.format("lance").option("readChangeFeed", "true")` of that one version '
+        "(its pre- and post-images), counted; Parquet, where a table has no change feed: the "
+        "table before and after the same update (two Parquet copies, written untimed) full "
+        "outer joined on `id`, keeping the rows whose values differ, counted. The Lance time "
+        "is the change feed's latency for one version."
     ),
 }
 
@@ -1009,6 +1020,51 @@ def case_stream_sink(b: Bench) -> CaseResult:
     return measure(STREAM_SINK, side("lance"), side("parquet"), b.runs)
 
 
+def case_change_feed(b: Bench) -> CaseResult:
+    lance_uri = copy_table(b, BASE_LANCE, "change_feed.lance")
+    LanceTable.forPath(b.spark, lance_uri).update("id % 100 = 0", {"x": "x + 1"})
+    version = lance_version(lance_uri)
+    updated = len(range(0, b.rows, 100))
+    after_path = b.path("change_feed_after.parquet")
+    before = b.spark.read.parquet(b.path(BASE_PARQUET))
+    changed = before.withColumn(
+        "x", F.when(F.col("id") % 100 == 0, F.col("x") + 1).otherwise(F.col("x"))
+    )
+    write_parquet(changed, after_path, "overwrite")
+    columns = [c for c in before.columns if c != "id"]
+
+    def lance_count() -> int:
+        feed = (
+            b.spark.read.format("lance")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", version)
+            .option("endingVersion", version)
+            .load(lance_uri)
+        )
+        return feed.count()
+
+    def parquet_count() -> int:
+        old = b.spark.read.parquet(b.path(BASE_PARQUET))
+        new = b.spark.read.parquet(after_path)
+        old_row = F.struct(*[old[c] for c in columns])
+        new_row = F.struct(*[new[c] for c in columns])
+        joined = old.join(new, old["id"] == new["id"], "full_outer")
+        return joined.where(~old_row.eqNullSafe(new_row)).count()
+
+    def lance_check() -> None:
+        expect("change feed rows (pre- and post-images)", lance_count(), 2 * updated)
+
+    def parquet_check() -> None:
+        expect("rows that differ between the Parquet copies", parquet_count(), updated)
+
+    return measure(
+        CHANGE_FEED,
+        Side(lambda _trial: lance_count(), check=lance_check),
+        Side(lambda _trial: parquet_count(), check=parquet_check),
+        b.runs,
+    )
+
+
 def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...]]:
     memory: list[MemoryResult] = []
     cases = (
@@ -1030,6 +1086,7 @@ def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...
         case_ml_key_lookup(b),
         case_ml_broadcast_join(b),
         case_stream_sink(b),
+        case_change_feed(b),
     )
     return cases, tuple(memory)
 
