@@ -290,7 +290,9 @@ def _deleted_rows(
                 raise LanceSparkError(
                     f"{reader.uri!r} has no fragment {i} in version {after.version}"
                 )
-            live = new.scanner(columns=[], with_row_address=True).to_table().column("_rowaddr")
+            gone = _lost_addresses(old, new)
+            if len(gone) == 0:
+                continue
             scan = old.scanner(
                 columns=present,
                 with_row_id=True,
@@ -298,11 +300,23 @@ def _deleted_rows(
                 batch_size=reader.batch_size,
             )
             for batch in scan.to_batches():
-                gone = pc.invert(pc.is_in(batch.column("_rowaddr"), value_set=live))
-                rows = pa.Table.from_batches([batch]).filter(gone)
+                lost = pc.is_in(batch.column("_rowaddr"), value_set=gone)
+                rows = pa.Table.from_batches([batch]).filter(lost)
                 if rows.num_rows:
                     kept.append(rows.select([*present, _ROWID]))
     return pa.concat_tables(kept, promote_options="permissive")
+
+
+def _lost_addresses(old: Any, new: Any) -> pa.Array:
+    """Row addresses live in fragment ``old`` and deleted in ``new`` (the same fragment one
+    version later): one hash of the new live set, so each batch then looks up a small set."""
+
+    def live(fragment: Any) -> pa.Array:
+        table = fragment.scanner(columns=[], with_row_address=True).to_table()
+        return table.column("_rowaddr").combine_chunks()
+
+    before = live(old)
+    return before.filter(pc.invert(pc.is_in(before, value_set=live(new))))
 
 
 def _empty(names: Sequence[str], schema: pa.Schema) -> pa.Table:
