@@ -1006,9 +1006,7 @@ def case_stream_sink(b: Bench) -> CaseResult:
 
         def check() -> None:
             out, _ = target(0)
-            read = (
-                b.spark.read.format(fmt).load(out) if fmt == "lance" else b.spark.read.parquet(out)
-            )
+            read = b.spark.read.format(fmt).load(out)
             expect(f"rows through the {fmt} sink", read.count(), count)
 
         def reset() -> None:

@@ -6,9 +6,9 @@ A version's changes are its difference from the version before, followed by stab
 compares the fragment lists of each version and the one before (manifests only) and plans
 one task per version that changed rows; the task reads just what differs (the fragments of
 ``v - 1`` it removed or rewrote, those of ``v`` that are new or rewritten, and of a fragment
-that only lost rows, the rows it lost) and matches them by ``_rowid``: only before -> ``delete``, only after -> ``insert``, on both sides with a
-value that differs, or rewritten by an ``Update`` commit (``_row_last_updated_at_version =
-v``) -> the pre- and post-image. Compaction moves rows with their ids and values and is not
+that only lost rows, the rows it lost) and matches them by ``_rowid``: only before ->
+``delete``, only after -> ``insert``, on both sides with a value that differs, or rewritten by
+an ``Update`` commit (``_row_last_updated_at_version = v``) -> the pre- and post-image. Compaction moves rows with their ids and values and is not
 read at all; versions that change no fragment (indexes, config, tags) cost nothing.
 
 ``LanceTable.diff`` is this feed (plus its by-key mode for tables without stable row ids).
@@ -48,7 +48,6 @@ UPDATE_POSTIMAGE = "update_postimage"
 
 _ROWID = "_rowid"
 _UPDATED_AT = "_row_last_updated_at_version"
-_ROW_PRESERVING = frozenset({"Rewrite"})  # compaction
 _REPLACING = frozenset({"Overwrite", "Restore"})
 
 
@@ -78,23 +77,40 @@ def change_schema(table: StructType) -> StructType:
     )
 
 
+@dataclass(frozen=True)
+class History:
+    """The table's latest version and every version's commit time: read once per planning
+    (listing the versions reads every manifest)."""
+
+    latest: lance.LanceDataset
+    stamps: Mapping[int, datetime]
+
+    @classmethod
+    def read(cls, uri: str, storage: Mapping[str, str]) -> History:
+        latest = dataset.open_latest(uri, storage=storage)
+        return cls(latest, dict(dataset.version_timestamps(latest)))
+
+
 def resolve_range(
-    uri: str, options: ChangeFeedOptions, storage: Mapping[str, str]
+    uri: str,
+    options: ChangeFeedOptions,
+    storage: Mapping[str, str],
+    *,
+    history: History | None = None,
 ) -> tuple[int, int]:
     """(first version reported, last version reported)."""
-    latest = dataset.open_latest(uri, storage=storage)
-    stamps = dataset.version_timestamps(latest)
+    history = history or History.read(uri, storage)
     if options.starting_timestamp is not None:
-        later = [v for v, t in stamps if t >= options.starting_timestamp]
-        if not later:
+        first = dataset.first_version_since(history.latest, options.starting_timestamp)
+        if first is None:
             raise VersionNotFoundError(
                 f"startingTimestamp {options.starting_timestamp.isoformat()} is after the "
                 f"latest commit of the Lance table at {uri!r}"
             )
-        start = min(later)
+        start = first
     else:
         start = int(options.starting_version or 0)
-    end = _resolve_end(latest, options, uri)
+    end = _resolve_end(history.latest, options, uri)
     if start > end:
         raise InvalidOptionError(
             f"the change feed's starting version {start} is after its ending version {end}"
@@ -124,17 +140,17 @@ def plan(
     end: int,
     storage: Mapping[str, str],
     report_overwrites: bool,
-) -> tuple[pa.Schema, tuple[VersionChanges, ...]]:
-    """The ending version's schema and one partition per version of ``[start, end]`` that
-    changed rows."""
-    latest = dataset.open_latest(uri, storage=storage)
-    if not latest.has_stable_row_ids:
+    history: History | None = None,
+) -> tuple[VersionChanges, ...]:
+    """One partition per version of ``[start, end]`` that changed rows."""
+    history = history or History.read(uri, storage)
+    if not history.latest.has_stable_row_ids:
         raise InvalidOptionError(
             f"the Lance table at {uri!r} has no stable row ids, so its change feed cannot "
             "follow rows from commit to commit (tables created by lance_spark have them); "
             "LanceTable.diff(start, end, key=<column>) compares two versions by key instead"
         )
-    stamps = dict(dataset.version_timestamps(latest))
+    stamps = history.stamps
     wanted = range(max(start - 1, 1), end + 1)
     missing = [v for v in wanted if v not in stamps]
     if missing:
@@ -143,7 +159,6 @@ def plan(
             f"versions {', '.join(map(str, missing))}, which no longer exist (removed by "
             "cleanup); read a later range"
         )
-    ending = dataset.open_version(uri, end, storage=storage)
     changes: list[VersionChanges] = []
     before = dataset.open_version(uri, start - 1, storage=storage) if start > 1 else None
     for version in range(start, end + 1):
@@ -165,7 +180,7 @@ def plan(
         added = tuple(
             sorted(i for i, meta in new.items() if old.get(i) != meta and i not in trimmed)
         )
-        if (removed or added or trimmed) and operation not in _ROW_PRESERVING:
+        if (removed or added or trimmed) and operation not in dataset.ROW_PRESERVING_OPERATIONS:
             if operation in _REPLACING and old and not report_overwrites:
                 raise InvalidOptionError(
                     f"version {version} of the Lance table at {uri!r} is an "
@@ -179,12 +194,12 @@ def plan(
                     removed,
                     added,
                     rewritten=operation == "Update",
-                    timestamp_us=_micros(stamps[version]),
+                    timestamp_us=micros(stamps[version]),
                     trimmed=trimmed,
                 )
             )
         before = after
-    return ending.schema, tuple(changes)
+    return tuple(changes)
 
 
 def _fragments(ds: lance.LanceDataset) -> dict[int, dict[str, Any]]:
@@ -206,7 +221,8 @@ def _deleted(meta: dict[str, Any]) -> int:
     return int(deletion.get("num_deleted_rows") or 0)
 
 
-def _micros(when: datetime) -> int:
+def micros(when: datetime) -> int:
+    """``when`` in microseconds since the epoch (Spark's timestamp unit)."""
     return int(when.astimezone(UTC).timestamp() * 1_000_000)
 
 
@@ -215,7 +231,6 @@ class ChangeFeedReader(DataSourceReader):
     """Reads the change feed planned by :func:`plan` (no filter push-down: Spark filters)."""
 
     uri: str
-    table_schema: pa.Schema  # the ending version's
     changes: tuple[VersionChanges, ...]
     output_schema: StructType
     storage: Mapping[str, str] = field(repr=False, default_factory=dict)
@@ -350,7 +365,7 @@ def _classify(
 
 def _differs(before: pa.Table, after: pa.Table, names: Sequence[str]) -> pa.Array:
     """Per row: whether any of ``names`` differs (nulls equal to nulls)."""
-    differs = pa.array([False] * after.num_rows, pa.bool_())
+    differs = pa.repeat(pa.scalar(False), after.num_rows)
     for name in names:
         old = before.column(name).combine_chunks()
         new = after.column(name).combine_chunks()
@@ -383,28 +398,30 @@ def _output(
     target: pa.Schema,
 ) -> pa.RecordBatch:
     rows = chunk.num_rows
+    present = chunk.schema.names
+    fields = [chunk.schema.field(n) if n in present else table_target.field(n) for n in names]
     arrays = [
-        chunk.column(n) if n in chunk.schema.names else pa.nulls(rows, table_target.field(n).type)
-        for n in names
+        chunk.column(n) if n in present else pa.nulls(rows, f.type)
+        for n, f in zip(names, fields, strict=True)
     ]
-    data = pa.RecordBatch.from_arrays(
-        [a if isinstance(a, pa.Array) else pa.array(a) for a in arrays],
-        schema=pa.schema(
-            [
-                (chunk.schema.field(n) if n in chunk.schema.names else table_target.field(n))
-                for n in names
-            ]
-        ),
+    data = _types.conform_read_batch(
+        pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), table_target
     )
-    data = _types.conform_read_batch(data, table_target)
-    extra = [
-        pa.array([kind] * rows, target.field(CHANGE_TYPE).type),
-        pa.array([partition.version] * rows, target.field(COMMIT_VERSION).type),
-        pa.array([partition.timestamp_us] * rows, pa.int64()).cast(
-            target.field(COMMIT_TIMESTAMP).type
-        ),
-    ]
+    extra = change_columns(kind, partition.version, partition.timestamp_us, rows, target)
     return pa.RecordBatch.from_arrays([*data.columns, *extra], schema=target)
+
+
+def change_columns(
+    kind: str, version: int, timestamp_us: int, rows: int, target: pa.Schema
+) -> list[pa.Array]:
+    """``_change_type``, ``_commit_version`` and ``_commit_timestamp`` for ``rows`` rows, typed
+    as ``target`` (the feed's Arrow schema) holds them."""
+    stamp = pa.scalar(timestamp_us, pa.int64()).cast(target.field(COMMIT_TIMESTAMP).type)
+    return [
+        pa.repeat(pa.scalar(kind, target.field(CHANGE_TYPE).type), rows),
+        pa.repeat(pa.scalar(version, target.field(COMMIT_VERSION).type), rows),
+        pa.repeat(stamp, rows),
+    ]
 
 
 def reader(
@@ -415,13 +432,18 @@ def reader(
     storage: Mapping[str, str],
     batch_size: int,
 ) -> ChangeFeedReader:
-    start, end = resolve_range(uri, options, storage)
-    arrow_schema, changes = plan(
-        uri, start=start, end=end, storage=storage, report_overwrites=options.report_overwrites
+    history = History.read(uri, storage)
+    start, end = resolve_range(uri, options, storage, history=history)
+    changes = plan(
+        uri,
+        start=start,
+        end=end,
+        storage=storage,
+        report_overwrites=options.report_overwrites,
+        history=history,
     )
     return ChangeFeedReader(
         uri=uri,
-        table_schema=arrow_schema,
         changes=changes,
         output_schema=output_schema,
         storage=dict(storage),

@@ -120,6 +120,17 @@ def versions(ds: lance.LanceDataset, *, uri: str) -> list[Any]:
         return list(ds.versions())
 
 
+# Lance operations that rewrite fragments without changing any row (compaction): change
+# feeds and streams skip their versions.
+ROW_PRESERVING_OPERATIONS = frozenset({"Rewrite"})
+
+
+def first_version_since(ds: lance.LanceDataset, when: datetime) -> int | None:
+    """The first version committed at or after ``when`` (None: none was)."""
+    later = [version for version, stamp in version_timestamps(ds) if stamp >= when]
+    return min(later) if later else None
+
+
 def operation(ds: lance.LanceDataset, version: int) -> str:
     """The name of the Lance operation that committed ``version`` (``Append``, ``Update``,
     ``Rewrite``...; ``unknown`` when its transaction cannot be read)."""

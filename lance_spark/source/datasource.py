@@ -23,12 +23,13 @@ from lance_spark.source import stream_reader as _stream_reader
 from lance_spark.source import stream_writer as _stream_writer
 from lance_spark.source import writer as _writer
 from lance_spark.source.options import (
-    READ_CHANGE_FEED,
     READ_KEYS,
     STARTING_TIMESTAMP,
     STARTING_VERSION,
     STREAM_READ_KEYS,
+    ChangeFeedOptions,
     ReadOptions,
+    change_feed_requested,
     parse_read_options,
     parse_stream_read_options,
     parse_write_options,
@@ -77,7 +78,7 @@ class LanceDataSource(DataSource):
         # Spark asks a streaming read for its schema too: its own options are checked by
         # streamReader(), a batch read's by reader().
         options = dict(self.options)
-        if _is_change_feed(options):
+        if change_feed_requested(options):
             return self._change_feed_schema(options)
         options = {k: v for k, v in options.items() if k.lower() not in STREAM_READ_KEYS}
         opts = parse_read_options(options, session_storage=self.defaults.storage)
@@ -98,14 +99,12 @@ class LanceDataSource(DataSource):
         kept[STARTING_VERSION] = "0"
         opts = parse_read_options(kept, session_storage=self.defaults.storage)
         uri = self._require_uri(opts.uri, None)
-        if opts.change_feed is not None:
-            end = _change_feed.ending_version(uri, opts.change_feed, opts.storage)
-            ds = dataset.open_version(uri, end, storage=opts.storage)
-            table = _reader.spark_schema(
-                ds.schema, _reader.table_projection(ds.schema, opts), uri=uri
-            )
-            return _change_feed.change_schema(table)
-        raise InvalidOptionError("readChangeFeed must be true for a change feed schema")
+        end = _change_feed.ending_version(
+            uri, opts.change_feed or ChangeFeedOptions(), opts.storage
+        )
+        ds = dataset.open_version(uri, end, storage=opts.storage)
+        table = _reader.spark_schema(ds.schema, _reader.table_projection(ds.schema, opts), uri=uri)
+        return _change_feed.change_schema(table)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options()
@@ -203,11 +202,6 @@ class LanceDataSource(DataSource):
 
 
 _STREAM_ONLY_KEYS = STREAM_READ_KEYS - READ_KEYS
-
-
-def _is_change_feed(options: dict[str, str]) -> bool:
-    value = next((v for k, v in options.items() if k.lower() == READ_CHANGE_FEED), "false")
-    return value.strip().lower() in ("true", "1", "yes")
 
 
 def _strip(schema: StructType) -> StructType:

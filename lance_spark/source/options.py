@@ -290,6 +290,16 @@ def parse_read_options(
     )
 
 
+def change_feed_requested(options: Mapping[str, str]) -> bool:
+    """Whether ``options`` ask for the change feed (``readChangeFeed``, parsed as every boolean
+    option is; an invalid value is reported by the full parse)."""
+    opts = _lower(options)
+    try:
+        return _bool(opts, READ_CHANGE_FEED, default=False)
+    except InvalidOptionError:
+        return False
+
+
 _NOT_WITH_CHANGE_FEED = (VERSION, VERSION_AS_OF, TIMESTAMP_AS_OF, TAG, COLUMNS, METADATA_COLUMNS)
 
 

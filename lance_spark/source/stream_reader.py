@@ -18,10 +18,8 @@ change what a batch returns, and a restart from the checkpoint reads exactly the
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import lance
@@ -52,8 +50,6 @@ from lance_spark.source.reader import LanceReader, Projection, _fragment_info
 
 # Appended fragments of one version read by one task, up to this many rows.
 _ROWS_PER_PARTITION = 1_000_000
-# Lance operations that rewrite fragments without changing any row (compaction).
-_ROW_PRESERVING_OPERATIONS = frozenset({"Rewrite"})
 
 
 @dataclass(frozen=True, order=True)
@@ -135,7 +131,9 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._latest()
         start = self.options.starting_version
         if self.options.starting_timestamp is not None:
-            start = self._first_version_at(self.options.starting_timestamp, latest)
+            ds = dataset.open_latest(self.uri, storage=self.options.storage)
+            first = dataset.first_version_since(ds, self.options.starting_timestamp)
+            start = latest + 1 if first is None else first
         if start is None:  # the table as it is now, then the versions after it
             return Offset(latest, 0, snapshot=True).to_json()
         if start == -1:  # startingVersion=latest: the versions committed from now on
@@ -194,17 +192,15 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         # Versions before the committed offset are never asked for again.
         done = Offset.from_json(end).version
-        for version in [v for v in self._versions if v < done]:
-            del self._versions[version]
-        for version in [v for v in self._snapshots if v < done]:
-            del self._snapshots[version]
+        for cache in (self._versions, self._snapshots, self._feeds):
+            for version in [v for v in cache if v < done]:
+                del cache[version]
 
     # --- tasks ------------------------------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, VersionChanges):
             feed = _change_feed.ChangeFeedReader(
                 uri=self.uri,
-                table_schema=pa.schema([]),
                 changes=(partition,),
                 output_schema=self.schema,
                 storage=dict(self.options.storage),
@@ -250,7 +246,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         index = position.index
         while version <= target:
             if self.options.read_change_feed:
-                changes = self._feed(version)
+                changes = self._feed(version, target)
                 if changes is None:
                     yield None, Offset(version)
                 else:
@@ -288,20 +284,33 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._versions[version] = classify(before, after, version)
         return self._versions[version]
 
-    def _feed(self, version: int) -> VersionChanges | None:
+    def _feed(self, version: int, target: int) -> VersionChanges | None:
+        """What ``version`` changed. The versions up to ``target`` are planned with it, with
+        one read of the table's history; when that range holds a version the feed refuses,
+        ``version`` alone is planned, so the error comes when the stream reaches that one."""
         if version not in self._feeds:
             try:
-                _, changes = _change_feed.plan(
-                    self.uri,
-                    start=version,
-                    end=version,
-                    storage=self.options.storage,
-                    report_overwrites=self.options.report_overwrites,
-                )
-            except InvalidOptionError as err:
-                raise StreamChangeError(str(err)) from err
-            self._feeds[version] = changes[0] if changes else None
+                end, changes = target, self._plan(version, target)
+            except (InvalidOptionError, VersionNotFoundError):
+                end, changes = version, self._plan(version, version)
+            planned = {c.version: c for c in changes}
+            for v in range(version, end + 1):
+                self._feeds[v] = planned.get(v)
         return self._feeds[version]
+
+    def _plan(self, start: int, end: int) -> tuple[VersionChanges, ...]:
+        try:
+            return _change_feed.plan(
+                self.uri,
+                start=start,
+                end=end,
+                storage=self.options.storage,
+                report_overwrites=self.options.report_overwrites,
+            )
+        except InvalidOptionError as err:
+            if start != end:
+                raise
+            raise StreamChangeError(str(err)) from err
 
     def _snapshot(self, version: int) -> tuple[Unit, ...]:
         if version not in self._snapshots:
@@ -314,6 +323,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _partitions(self, units: Sequence[Unit]) -> list[InputPartition]:
         partitions: list[InputPartition] = [u.changes for u in units if u.changes is not None]
         units = [u for u in units if u.changes is None]
+        stamps: dict[int, int] = {}  # commit times of the snapshot's version, read once
         group: list[Unit] = []
         for unit in [*units, None]:
             flush = unit is None or (
@@ -333,7 +343,9 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 inserted_at = None
                 if self.options.read_change_feed:  # the snapshot a change feed stream starts with
-                    inserted_at = (version, self._timestamp_us(version))
+                    if version not in stamps:
+                        stamps[version] = self._timestamp_us(version)
+                    inserted_at = (version, stamps[version])
                 partitions.append(
                     StreamPartition(
                         version, tuple(u.fragment_id for u in group), absent, inserted_at
@@ -345,9 +357,8 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return partitions
 
     def _timestamp_us(self, version: int) -> int:
-        ds = dataset.open_latest(self.uri, storage=self.options.storage)
-        stamps = dict(dataset.version_timestamps(ds))
-        return int(stamps[version].timestamp() * 1_000_000)
+        history = _change_feed.History.read(self.uri, self.options.storage)
+        return _change_feed.micros(history.stamps[version])
 
     def _version_columns(self, version: int) -> tuple[str, ...]:
         if version in self._versions:
@@ -378,11 +389,6 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "exists"
             ) from err
 
-    def _first_version_at(self, when: datetime, latest: int) -> int:
-        ds = dataset.open_latest(self.uri, storage=self.options.storage)
-        later = [v for v, stamp in dataset.version_timestamps(ds) if stamp >= when]
-        return min(later) if later else latest + 1
-
 
 def _as_inserts(
     batches: Iterator[pa.RecordBatch], inserted_at: tuple[int, int], schema: StructType
@@ -391,14 +397,9 @@ def _as_inserts(
     target = to_arrow_schema(schema, timezone="UTC")
     version, micros = inserted_at
     for batch in batches:
-        rows = batch.num_rows
-        extra = [
-            pa.array([_change_feed.INSERT] * rows, target.field(_change_feed.CHANGE_TYPE).type),
-            pa.array([version] * rows, target.field(_change_feed.COMMIT_VERSION).type),
-            pa.array([micros] * rows, pa.int64()).cast(
-                target.field(_change_feed.COMMIT_TIMESTAMP).type
-            ),
-        ]
+        extra = _change_feed.change_columns(
+            _change_feed.INSERT, version, micros, batch.num_rows, target
+        )
         yield pa.RecordBatch.from_arrays([*batch.columns, *extra], schema=target)
 
 
@@ -414,7 +415,7 @@ def classify(
     removed = [i for i in old if i not in new]
     changed = [i for i in old if i in new and _rows_of(old[i]) != _rows_of(new[i])]
     added = sorted(i for i in new if i not in old)
-    if operation in _ROW_PRESERVING_OPERATIONS:
+    if operation in dataset.ROW_PRESERVING_OPERATIONS:
         return VersionRows(version, "none", operation, columns=columns)
     if removed or changed:
         return VersionRows(version, "change", operation, columns=columns)
@@ -440,4 +441,4 @@ def _unit(version: int, meta: Any) -> Unit:
 
 def stream_reader(uri: str, options: StreamReadOptions, schema: StructType) -> LanceStreamReader:
     """The reader of a stream (``schema``: the table's, fixed when the query starts)."""
-    return dataclasses.replace(LanceStreamReader(uri, options), schema=schema)
+    return LanceStreamReader(uri, options, schema)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import lance
 
+from lance_spark.errors import TableNotFoundError
 from lance_spark.source import dataset
 
 _log = logging.getLogger(__name__)
@@ -61,9 +62,10 @@ def last_committed(
 ) -> Committed | None:
     """The newest commit that ``app_id`` recorded in the last ``lookback`` versions of the
     table at ``uri`` (None: none, or no table)."""
-    if not dataset.table_exists(uri, storage=storage):
+    try:
+        ds = dataset.open_latest(uri, storage=storage)
+    except TableNotFoundError:
         return None
-    ds = dataset.open_latest(uri, storage=storage)
     latest = int(ds.version)
     floor = max(1, latest - lookback + 1)
     with _seen_lock:

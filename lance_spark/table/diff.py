@@ -38,14 +38,15 @@ from pyspark.sql.types import (
 from lance_spark import _spark
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, VersionNotFoundError
 from lance_spark.source import dataset, session
+from lance_spark.source.change_feed import (
+    CHANGE_TYPE,
+    COMMIT_VERSION,
+    DELETE,
+    INSERT,
+    UPDATE_POSTIMAGE,
+    UPDATE_PREIMAGE,
+)
 from lance_spark.source.options import TimeTravel
-
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-INSERT = "insert"
-DELETE = "delete"
-UPDATE_PREIMAGE = "update_preimage"
-UPDATE_POSTIMAGE = "update_postimage"
 
 _P = "__lance_spark_diff"  # prefix of the join's working columns
 _BEFORE = f"{_P}_in_before"

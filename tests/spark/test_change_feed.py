@@ -126,7 +126,7 @@ def test_commit_timestamps_and_time_range(spark: SparkSession, table_uri: str) -
 def test_only_changed_fragments_are_read(spark: SparkSession, table_uri: str) -> None:
     made = _history(spark, table_uri)
     start, end = change_feed.resolve_range(table_uri, change_feed_options(2), storage={})
-    _, partitions = change_feed.plan(
+    partitions = change_feed.plan(
         table_uri, start=start, end=end, storage={}, report_overwrites=False
     )
     changed = [made[k] for k in ("append", "update", "delete", "merge")]

@@ -96,16 +96,13 @@ final class LanceColumnVector extends ArrowColumnVector {
     if (data == 0 && offsets == 0) {
       return super.isNullAt(rowId);
     }
-    return validity != 0
-        && (Platform.getByte(null, validity + (rowId >> 3)) >> (rowId & 7) & 1) == 0;
+    return validity != 0 && !bit(validity, rowId);
   }
 
   // Spark calls getBoolean only on boolean columns (a BitVector: one bit per value).
   @Override
   public boolean getBoolean(int rowId) {
-    return data != 0
-        ? (Platform.getByte(null, data + (rowId >> 3)) >> (rowId & 7) & 1) == 1
-        : super.getBoolean(rowId);
+    return data != 0 ? bit(data, rowId) : super.getBoolean(rowId);
   }
 
   @Override
@@ -174,6 +171,11 @@ final class LanceColumnVector extends ArrowColumnVector {
     }
     int start = offset(rowId);
     return new ColumnarArray(elements, start, offset(rowId + 1) - start);
+  }
+
+  /** Bit {@code i} of an Arrow bitmap (validity, or boolean values): least significant first. */
+  private static boolean bit(long bitmap, int i) {
+    return (Platform.getByte(null, bitmap + (i >> 3)) >> (i & 7) & 1) == 1;
   }
 
   /** Where value {@code i} of a string, binary or list column starts (32-bit offsets). */

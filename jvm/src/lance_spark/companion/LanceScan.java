@@ -35,8 +35,6 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code JobArtifactSet}, {@code SupportsMetadata} (EXPLAIN FORMATTED).
  */
 final class LanceScan implements Scan, Batch, SupportsReportStatistics, SupportsMetadata {
-  /** The metadata key of a pushed LIMIT (set by the Python reader's describe()). */
-  static final String PUSHED_LIMIT = "PushedLimit";
 
   private final StructType readSchema;
   private final PythonDataSourceReadInfo readInfo;
@@ -46,13 +44,17 @@ final class LanceScan implements Scan, Batch, SupportsReportStatistics, Supports
   private final OptionalLong bytes;
   private final Option<String> jobArtifactUUID;
   private final Option<String> sessionUUID;
+  private final long limit;
 
+  /** {@code limit}: the LIMIT pushed to this scan, or -1. */
   LanceScan(
       StructType readSchema,
       PythonDataSourceReadInfo readInfo,
       JsonNode reply,
-      UserDefinedPythonDataSource source) {
+      UserDefinedPythonDataSource source,
+      long limit) {
     this.readSchema = readSchema;
+    this.limit = limit;
     this.readInfo = readInfo;
     this.source = source;
     this.metadata = metadataOf(reply);
@@ -131,7 +133,6 @@ final class LanceScan implements Scan, Batch, SupportsReportStatistics, Supports
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
-    long limit = Long.parseLong(metadata.getOrDefault(PUSHED_LIMIT, "-1"));
     return new LanceReaderFactory(
         source, readInfo.func(), readSchema, jobArtifactUUID, sessionUUID, limit);
   }

@@ -154,7 +154,7 @@ final class LanceScanBuilder
   public Scan build() {
     if (counts == 0 && limit == null && filtered != null && required.equals(schema)) {
       return new LanceScan(
-          required, filtered.spark().readInfo(), filtered.reply(), dataSource.source());
+          required, filtered.spark().readInfo(), filtered.reply(), dataSource.source(), -1);
     }
     ObjectNode request = request();
     if (counts > 0) {
@@ -177,7 +177,12 @@ final class LanceScanBuilder
     if (counts > 0) {
       return new LanceCountScan(reply, counts);
     }
-    return new LanceScan(required, result.spark().readInfo(), reply, dataSource.source());
+    return new LanceScan(
+        required,
+        result.spark().readInfo(),
+        reply,
+        dataSource.source(),
+        limit == null ? -1 : limit);
   }
 
   private ObjectNode request() {
