@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from lance_spark import _spark, sql
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
+from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
     checked_storage,
@@ -33,6 +34,9 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       Spark copies its conf into job properties and the event log in clear text);
       ``storage_options`` win over the conf, per-operation ``storage.<key>`` options over both;
       call ``register`` again after changing them;
+    - registers the ``lance_search`` table-valued function
+      (``SELECT * FROM lance_search('t', array(0.1, 0.2), 10)``, see
+      :meth:`~lance_spark.LanceTable.search`);
     - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table;
     - lets reads and writes run from any Python thread (``threading``, thread pools);
     - turns on the JVM companion for a classic session (its jar ships in the package), which
@@ -62,6 +66,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     )
     spark.dataSource.register(source_class(defaults, FORMAT_NAME))
     reset_private_formats(spark)
+    _spark.register_table_function(spark, SEARCH_FUNCTION, search_udtf(storage))
     sql.install(spark, defaults)
     _spark.install_thread_sessions()  # writes from any Python thread (see _spark)
     if not _spark.enable_companion(spark):

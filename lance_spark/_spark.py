@@ -117,6 +117,22 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def register_table_function(spark: SparkSession, name: str, handler: type) -> None:
+    """Register the Python UDTF class ``handler`` (with an ``analyze`` method) as SQL
+    function ``name`` of ``spark``. pyspark's ``udtf()`` picks a classic or a Connect UDTF from
+    a process-wide flag, wrong in a process that holds both kinds of session: chosen here from
+    the session itself."""
+    if is_connect(spark):
+        from pyspark.sql.connect.udtf import _create_py_udtf as create_connect
+
+        connect_udtf: Any = create_connect(handler, returnType=None, useArrow=False)
+        spark.udtf.register(name, connect_udtf)
+    else:
+        from pyspark.sql.udtf import _create_py_udtf as create_classic
+
+        spark.udtf.register(name, create_classic(handler, returnType=None, useArrow=False))
+
+
 def app_id(spark: SparkSession) -> str:
     """The Spark application id (``sparkContext.applicationId``; ``spark.app.id`` on Connect)."""
     if is_connect(spark):

@@ -6,6 +6,9 @@ parse, goes to Spark unchanged, so its result and its errors are Spark's own.
 
 Handled now:
 
+- ``lance_search('name', ...)``: a catalog table's name becomes its location (see
+  :mod:`lance_spark.sql.search`), whatever the rest of the statement is.
+
 - ``CREATE TABLE t (cols) USING lance LOCATION 'uri'``: Spark stores such a table in the
   catalog without calling the data source, so readers and writers would later get neither
   options nor the table's path. The front lets Spark create the entry, creates the (empty)
@@ -32,6 +35,7 @@ from lance_spark.source import writer as _writer
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.session import DEFAULTS_ATTR
+from lance_spark.sql.search import resolve_table_names
 from lance_spark.sql.targets import parse_sql
 
 _MARKER = "_lance_spark_sql_installed"
@@ -57,6 +61,7 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
 
     @functools.wraps(original)
     def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:
+        sqlQuery = resolve_table_names(spark, sqlQuery)
         if args is None and not kwargs:
             handled = _dispatch(spark, original, sqlQuery)
             if handled is not None:

@@ -16,7 +16,7 @@ Example::
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from lance_spark.source.options import TimeTravel, parse_timestamp
 from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import changes as _dml
 from lance_spark.table import history, maintenance
+from lance_spark.table import search as _search
 from lance_spark.table.context import TableContext
 from lance_spark.table.maintenance import LanceOptimizeBuilder
 from lance_spark.table.merge import LanceMergeBuilder
@@ -381,6 +382,101 @@ class LanceTable:
             t.dropIndex("id_idx")
         """
         maintenance.drop_index(self._context, name)
+
+    # --- search -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        vector: Sequence[float] | None = None,
+        k: int = 10,
+        *,
+        column: str | None = None,
+        filter: str | None = None,
+        nprobes: int | None = None,
+        refine_factor: int | None = None,
+        metric: str | None = None,
+        text: str | None = None,
+        columns: Sequence[str] | None = None,
+        version: int | str | None = None,
+    ) -> DataFrame:
+        """The ``k`` rows nearest to ``vector`` (``_distance`` column, nearest first), or with
+        ``text=`` the ``k`` best matches of a full-text query (``_score``, best first).
+
+        Vector search uses the column's vector index when it has one (``nprobes``: partitions
+        probed, Lance's default when None; ``refine_factor``: re-rank ``k * refine_factor``
+        candidates by exact distance, 5 by default for compressed indexes such as IVF_PQ), and
+        an exact search when not. ``column`` is the vector column (needed only when the table
+        has several), ``metric`` defaults to the index's (``l2`` without an index).
+        Text search needs an INVERTED index (``createIndex(col, "INVERTED")``) on ``column``
+        (or on any column when None). ``filter`` (a SQL condition) is applied before the
+        search; ``columns`` chooses the returned columns; ``version`` a version number or tag.
+
+        Example::
+
+            t.search([0.1, 0.2, 0.3, 0.4], k=5).show()
+            t.search(q, k=10, filter="label = 'cat'", nprobes=20)
+            t.search(text="tabby cat", column="caption", k=3).show()
+        """
+        return _search.search(
+            self._context,
+            vector,
+            k=k,
+            column=column,
+            filter=filter,
+            nprobes=nprobes,
+            refine_factor=refine_factor,
+            metric=metric,
+            text=text,
+            columns=columns,
+            version=version,
+        )
+
+    def nearest(
+        self,
+        queries: DataFrame,
+        column: str | None = None,
+        k: int = 10,
+        *,
+        query_column: str | None = None,
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,
+        nprobes: int | None = None,
+        refine_factor: int | None = None,
+        metric: str | None = None,
+        version: int | str | None = None,
+    ) -> DataFrame:
+        """A distributed nearest-neighbour join: for every row of ``queries``, the ``k``
+        nearest rows of this table, as rows of the query's columns, the table's columns,
+        ``_distance`` and ``_rank`` (1 = nearest).
+
+        Spark tasks search: each opens the table (one pinned version for the whole job) and
+        asks its vector index (an exact search without one) for the neighbours of its query
+        rows; neither the queries nor the table are collected on the driver. The query vectors
+        are ``queries[query_column]`` (default: the same name as ``column``, the table's vector
+        column); a row whose query vector is null has no neighbours. Query and table column
+        names must differ (rename query columns, or choose the table's with ``columns``).
+        ``filter``, ``nprobes``, ``refine_factor``, ``metric``, ``version``: as in
+        :meth:`search`.
+
+        Example::
+
+            queries = spark.read.parquet("/data/queries").select("query_id", "embedding")
+            pairs = t.nearest(queries, column="embedding", k=5, columns=["id", "label"])
+            pairs.where("_rank = 1").show()
+        """
+        return _search.nearest(
+            self._context,
+            queries,
+            column=column,
+            k=k,
+            query_column=query_column,
+            columns=columns,
+            filter=filter,
+            nprobes=nprobes,
+            refine_factor=refine_factor,
+            metric=metric,
+            version=version,
+        )
 
     # --- schema evolution ---------------------------------------------------------------------
 
