@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import lance
-from pyspark.sql import DataFrame, SparkSession
+import numpy as np
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import lance_spark
@@ -59,6 +60,13 @@ SMALL_PARQUET = "small.parquet"
 ML_EMBEDDING_SIZE = 128
 ML_LABELS = 10
 ML_OPTION = "embedding.arrow.fixed-size-list.size"
+# The embeddings have a low intrinsic dimension, as learned ones do: ML_LATENT factors mixed
+# into 128 dimensions, plus a little noise. (Uniform random vectors in 128 dimensions are
+# all about equally far apart: no neighbourhoods for any index to find.)
+ML_LATENT = 8
+ML_MIXING_SEED = 20261124
+NEAREST_QUERIES = 1_000
+NEAREST_K = 10
 
 PARQUET = "Parquet"
 LANCE_CURRENT = "Lance, current version"
@@ -82,6 +90,7 @@ ML_KEY_LOOKUP = "ML: lookup by unsorted key, BTREE index"
 ML_BROADCAST_JOIN = "ML: join of a small Lance table with the Parquet one"
 STREAM_SINK = "streaming sink, availableNow (rows/10)"
 CHANGE_FEED = "change feed of one UPDATE version (1% of rows) vs comparing two Parquet snapshots"
+VECTOR_SEARCH = "ML: top-10 vector search, IVF_PQ index vs Spark brute force"
 
 CASE_NAMES = (
     FULL_SCAN,
@@ -103,6 +112,7 @@ CASE_NAMES = (
     ML_BROADCAST_JOIN,
     STREAM_SINK,
     CHANGE_FEED,
+    VECTOR_SEARCH,
 )
 
 # Upper bounds on the median per-run ratio Lance / baseline (None: reported, no target).
@@ -125,6 +135,7 @@ TARGETS: dict[str, float | None] = {
     ML_KEY_LOOKUP: 0.3,
     ML_BROADCAST_JOIN: 1.0,
     STREAM_SINK: None,
+    VECTOR_SEARCH: 0.05,
     CHANGE_FEED: None,
 }
 
@@ -194,6 +205,14 @@ METHODS: dict[str, str] = {
         "table before and after the same update (two Parquet copies, written untimed) full "
         "outer joined on `id`, keeping the rows whose values differ, counted. The Lance time "
         "is the change feed's latency for one version."
+    ),
+    VECTOR_SEARCH: (
+        "the 10 rows of the ML table nearest (L2) to one query vector, a different query "
+        "each run (a new point of the embeddings' distribution). Lance: "
+        '`LanceTable.search(q, k=10, columns=["id"])` with an IVF_PQ index on `embedding` '
+        "(built untimed, Lance's default nprobes and the connector's default refine factor), "
+        "collected; Parquet: Spark computes the distance of every row "
+        "(`aggregate(zip_with(embedding, q, ...))`), `orderBy` it and `limit(10)`, collected."
     ),
 }
 
@@ -284,6 +303,7 @@ class Report:
     ml_data: DataInfo
     cases: tuple[CaseResult, ...]
     memory: tuple[MemoryResult, ...]
+    nearest: NearestJoinResult
     settings: tuple[tuple[str, str], ...] = ()
 
 
@@ -637,16 +657,30 @@ def ml_key(i: int) -> str:
     return hashlib.sha256(str(i).encode()).hexdigest()[:16]
 
 
+def ml_embedding_sql(salt: int = 0) -> str:
+    """SQL for a row's embedding: ML_LATENT latent factors in [0, 1) (hashes of ``id``)
+    mixed by a fixed random ML_LATENT x 128 matrix, plus noise of 0.01 per dimension;
+    ``salt`` draws other points of the same distribution."""
+    mixing = np.random.default_rng(ML_MIXING_SEED).normal(size=(ML_LATENT, ML_EMBEDDING_SIZE))
+    latent = [_unit(50 + j + salt) for j in range(ML_LATENT)]
+    values = (
+        "cast("
+        + " + ".join(f"{mixing[j, i]:.6f}D * {latent[j]}" for j in range(ML_LATENT))
+        + f" + 0.01D * {_unit(100 + i + salt)} as float)"
+        for i in range(ML_EMBEDDING_SIZE)
+    )
+    return f"array({', '.join(values)})"
+
+
 def ml_frame(b: Bench) -> DataFrame:
     """The ML-shaped table: id, an unsorted string key, x, a label and a 128-float embedding."""
-    embedding = ", ".join(f"cast({_unit(100 + i)} as float)" for i in range(ML_EMBEDDING_SIZE))
     ids = b.spark.range(0, b.ml_rows, numPartitions=b.partitions)
     return ids.selectExpr(
         "id",
         "substr(sha2(cast(id as string), 256), 1, 16) as key",
         f"{_unit(90)} as x",
         f"concat('label_', cast(pmod(xxhash64(id, 91), {ML_LABELS}) as string)) as label",
-        f"array({embedding}) as embedding",
+        f"{ml_embedding_sql()} as embedding",
     )
 
 
@@ -1063,9 +1097,143 @@ def case_change_feed(b: Bench) -> CaseResult:
     )
 
 
-def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...]]:
+def vector_index_params(rows: int) -> dict[str, Any]:
+    """IVF_PQ parameters for the ML table: ~4,000 rows per partition (at most 256), 8
+    dimensions per PQ sub-vector."""
+    return {"num_partitions": max(1, min(256, rows // 4_000)), "num_sub_vectors": 16}
+
+
+def build_vector_index(b: Bench) -> float:
+    """The IVF_PQ index on the ML table's embedding (a new version); seconds it took."""
+    log("building the IVF_PQ index on the ML table's embedding")
+    start = time.perf_counter()
+    LanceTable.forPath(b.spark, b.path(ML_LANCE)).createIndex(
+        "embedding", "IVF_PQ", **vector_index_params(b.ml_rows)
+    )
+    return time.perf_counter() - start
+
+
+def query_vectors(b: Bench, count: int, first: int) -> DataFrame:
+    """``count`` new points of the embeddings' distribution (ids past the table's, other
+    noise): ``query_id``, ``query``."""
+    ids = b.spark.range(b.ml_rows + first, b.ml_rows + first + count, numPartitions=1)
+    return ids.selectExpr("id AS query_id", f"{ml_embedding_sql(salt=1_000)} AS query")
+
+
+def _l2_to(query: Sequence[float]) -> Column:
+    values = F.array(*[F.lit(float(x)) for x in query])
+    squares = F.zip_with(F.col("embedding"), values, lambda a, c: (a - c) * (a - c))
+    return F.aggregate(squares, F.lit(0.0), lambda acc, x: acc + x)
+
+
+def case_vector_search(b: Bench) -> CaseResult:
+    queries = [r["query"] for r in query_vectors(b, b.runs + 1, first=0).collect()]
+    table = LanceTable.forPath(b.spark, b.path(ML_LANCE))
+
+    def lance_run(trial: int) -> list[int]:
+        rows = table.search(queries[trial], k=NEAREST_K, columns=["id"]).collect()
+        return [r["id"] for r in rows]
+
+    def parquet_run(trial: int) -> list[int]:
+        frame = b.spark.read.parquet(b.path(ML_PARQUET))
+        nearest = (
+            frame.select("id", _l2_to(queries[trial]).alias("d")).orderBy("d").limit(NEAREST_K)
+        )
+        return [r["id"] for r in nearest.collect()]
+
+    def lance_check() -> None:
+        expect("vector search rows", len(lance_run(0)), min(NEAREST_K, b.ml_rows))
+
+    def parquet_check() -> None:
+        expect("brute-force rows", len(parquet_run(0)), min(NEAREST_K, b.ml_rows))
+
+    return measure(
+        VECTOR_SEARCH,
+        Side(lance_run, check=lance_check),
+        Side(parquet_run, check=parquet_check),
+        b.runs,
+    )
+
+
+@dataclass(frozen=True)
+class NearestJoinResult:
+    """The distributed nearest-neighbour join: seconds per run, and its recall@k."""
+
+    queries: int
+    k: int
+    table_rows: int
+    index_seconds: float
+    seconds: tuple[float, ...]
+    recall: float
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def queries_per_second(self) -> float:
+        return self.queries / max(self.median, 1e-9)
+
+
+def exact_neighbours(uri: str, queries: np.ndarray, k: int) -> list[set[int]]:
+    """The exact k nearest ids (L2) of every query, by numpy over the table read by pylance."""
+    data = lance.dataset(uri).to_table(columns=["id", "embedding"])
+    ids = data.column("id").to_numpy()
+    width = data.schema.field("embedding").type.list_size
+    flat = data.column("embedding").combine_chunks().flatten().to_numpy()
+    vectors = flat.reshape(-1, width).astype(np.float32)
+    norms = (vectors * vectors).sum(axis=1)
+    out: list[set[int]] = []
+    for start in range(0, len(queries), 100):
+        chunk = queries[start : start + 100].astype(np.float32)
+        distances = norms[None, :] - 2.0 * (chunk @ vectors.T)  # + |q|^2: same for a row
+        top = np.argpartition(distances, min(k, distances.shape[1] - 1), axis=1)[:, :k]
+        out.extend({int(ids[i]) for i in row} for row in top)
+    return out
+
+
+def case_nearest_join(b: Bench, index_seconds: float) -> NearestJoinResult:
+    count = NEAREST_QUERIES
+    path = b.path("nearest_queries.parquet")
+    query_vectors(b, count, first=10_000).write.mode("overwrite").parquet(path)
+    table = LanceTable.forPath(b.spark, b.path(ML_LANCE))
+
+    def joined() -> DataFrame:
+        queries = b.spark.read.parquet(path)
+        return table.nearest(
+            queries, column="embedding", k=NEAREST_K, query_column="query", columns=["id"]
+        )
+
+    log(f"nearest-neighbour join of {count} queries: warm-up")
+    found: dict[int, set[int]] = {}
+    for r in joined().select("query_id", "id").collect():
+        found.setdefault(r["query_id"], set()).add(r["id"])
+    local = b.spark.read.parquet(path).orderBy("query_id").collect()
+    exact = exact_neighbours(
+        b.path(ML_LANCE), np.array([r["query"] for r in local], dtype=np.float32), NEAREST_K
+    )
+    recall = statistics.mean(
+        len(found.get(r["query_id"], set()) & want) / len(want)
+        for r, want in zip(local, exact, strict=True)
+    )
+    seconds = []
+    for _ in range(b.runs):
+        start = time.perf_counter()
+        joined().write.format("noop").mode("overwrite").save()
+        seconds.append(time.perf_counter() - start)
+    result = NearestJoinResult(count, NEAREST_K, b.ml_rows, index_seconds, tuple(seconds), recall)
+    log(
+        f"nearest-neighbour join: {result.median:.3f} s, {result.queries_per_second:.0f} "
+        f"queries/s, recall@{NEAREST_K} {recall:.3f}"
+    )
+    return result
+
+
+def run_cases(
+    b: Bench,
+) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...], NearestJoinResult]:
     memory: list[MemoryResult] = []
-    cases = (
+    cases: tuple[CaseResult, ...] = (
         case_full_scan(b),
         case_projection(b),
         case_filter_no_index(b),
@@ -1086,7 +1254,9 @@ def run_cases(b: Bench) -> tuple[tuple[CaseResult, ...], tuple[MemoryResult, ...
         case_stream_sink(b),
         case_change_feed(b),
     )
-    return cases, tuple(memory)
+    index_seconds = build_vector_index(b)
+    cases += (case_vector_search(b),)
+    return cases, tuple(memory), case_nearest_join(b, index_seconds)
 
 
 # --- the machine ----------------------------------------------------------------------------
@@ -1219,7 +1389,9 @@ def render(report: Report) -> str:
         f"The ML cases (`ML:`) read another table, the shape of a training set: "
         f"{ml.rows:,} rows of `id` bigint, `key` string (16 hex characters of a hash of `id`: "
         f"unique and unsorted), `x` double, `label` string ({ML_LABELS} values) and "
-        f"`embedding` {ML_EMBEDDING_SIZE} floats. Lance: {ml.lance_fragments} fragments, "
+        f"`embedding` {ML_EMBEDDING_SIZE} floats ({ML_LATENT} latent factors mixed into "
+        f"{ML_EMBEDDING_SIZE} dimensions plus noise: a low intrinsic dimension, as learned "
+        f"embeddings have). Lance: {ml.lance_fragments} fragments, "
         f"{ml.lance_mib:.1f} MiB, a BTREE index on `key`; Parquet: {ml.parquet_files} files, "
         f"{ml.parquet_mib:.1f} MiB. Plain DataFrame code, the same on both sides: no "
         "`columns` option, no table API.",
@@ -1249,6 +1421,7 @@ def render(report: Report) -> str:
         "| --- | --- | --- | --- |",
         *(_runs_row(case) for case in report.cases),
         "",
+        *_nearest_section(report.nearest),
         "## Peak memory of the Python workers during writes",
         "",
         "Spark's Python worker processes (below the driver's JVM, command line "
@@ -1269,6 +1442,30 @@ def render(report: Report) -> str:
         *_where_the_time_goes(),
     ]
     return "\n".join(lines)
+
+
+def _nearest_section(n: NearestJoinResult) -> list[str]:
+    return [
+        "## Nearest-neighbour join",
+        "",
+        f'`LanceTable.nearest(queries, column="embedding", k={n.k}, query_column="query", '
+        'columns=["id"])` of '
+        f"{n.queries:,} query vectors (new points of the embeddings' distribution, read from "
+        f"Parquet) against the {n.table_rows:,}-row ML table with its IVF_PQ index "
+        f"({', '.join(f'{k}={v}' for k, v in vector_index_params(n.table_rows).items())}, "
+        f"built in {n.index_seconds:.1f} s), written to the `noop` sink; the median of "
+        f"{len(n.seconds)} runs after a warm-up. Recall@{n.k}: the share of each query's exact "
+        f"{n.k} nearest rows (numpy over the table read by pylance) that the join returned, "
+        "averaged over the queries. There is no Spark baseline: an exact join computes "
+        f"{n.queries:,} x {n.table_rows:,} distances.",
+        "",
+        "| queries | k | table rows | median (s) | query rows per second | recall@k | runs (s) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"| {n.queries:,} | {n.k} | {n.table_rows:,} | {_seconds(n.median)} | "
+        f"{n.queries_per_second:,.0f} | {n.recall:.3f} | "
+        f"{', '.join(_seconds(x) for x in n.seconds)} |",
+        "",
+    ]
 
 
 ANALYSIS = Path(__file__).with_name("WHERE_THE_TIME_GOES.md")
@@ -1334,7 +1531,7 @@ def run_benchmark(
     )
     data = prepare(bench)
     ml_data = prepare_ml(bench)
-    cases, memory = run_cases(bench)
+    cases, memory, nearest = run_cases(bench)
     return Report(
         command=command,
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -1345,6 +1542,7 @@ def run_benchmark(
         ml_data=ml_data,
         cases=cases,
         memory=memory,
+        nearest=nearest,
         settings=session_settings(spark),
     )
 

@@ -57,7 +57,7 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
 
     markdown = out.read_text(encoding="utf-8")
     results = _section(markdown, "## Results", "###")
-    assert len(bench.CASE_NAMES) == 19
+    assert len(bench.CASE_NAMES) == 20
     for name in bench.CASE_NAMES:
         _, lance_median, baseline, baseline_median, ratio, target, holds = _row(results, name)
         _number(lance_median)
@@ -83,6 +83,14 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
         _number(cpu)
     for write in ("Parquet append", "Parquet overwrite"):
         assert _row(memory, write)[1] == "2"
+
+    nearest = _section(markdown, "## Nearest-neighbour join", "##")
+    cells = [c.strip() for c in nearest[-2].strip().strip("|").split("|")]
+    queries, k, table_rows, median, per_second, recall, runs_cell = cells
+    assert (queries, k, table_rows) == ("1,000", "10", "2,000")
+    assert _number(median) > 0 and _number(per_second.replace(",", "")) > 0
+    assert 0.5 <= _number(recall) <= 1.0  # IVF_PQ on 2,000 rows still finds most neighbours
+    assert len(runs_cell.split(",")) == 1
 
     assert "python -m benchmarks.run --rows 20000 --ml-rows 2000 --runs 1" in markdown
     assert "2,000 rows of `id` bigint, `key` string" in markdown
