@@ -132,6 +132,42 @@ def stream_copy(spark: SparkSession, uri: str) -> dict[str, Any]:
     }
 
 
+VECTOR_ROWS = 600
+VECTOR_DIM = 4
+
+
+def vector_value(i: int, j: int) -> float:
+    """Component ``j`` of row ``i``'s vector (deterministic, computed alike in Python and SQL)."""
+    return float((i * (j + 3) * 7919) % 1009) / 1009.0
+
+
+def nearest_join(spark: SparkSession, uri: str) -> list[list[int]]:
+    """A vector table next to ``uri``, and the 3 nearest rows of 40 query rows (every 15th
+    row, moved by 0.001) found by ``LanceTable.nearest`` in executor tasks: [qid, id, rank]."""
+    from lance_spark import LanceTable
+
+    target = uri.rstrip("/") + ".vectors.lance"
+    values = ", ".join(
+        f"cast(pmod(id * {j + 3} * 7919, 1009) / 1009.0 AS float)" for j in range(VECTOR_DIM)
+    )
+    spark.range(0, VECTOR_ROWS, 1, PARTITIONS).selectExpr(
+        "id", f"array({values}) AS vec"
+    ).write.format("lance").option("vec.arrow.fixed-size-list.size", str(VECTOR_DIM)).mode(
+        "append"
+    ).save(target)
+    queries = (
+        spark.read.format("lance")
+        .load(target)
+        .where("id % 15 = 0")
+        .selectExpr("id AS qid", "transform(vec, v -> v + 0.001) AS q")
+        .repartition(2)
+    )
+    found = LanceTable.forPath(spark, target).nearest(
+        queries, k=3, query_column="q", columns=["id"]
+    )
+    return sorted([r["qid"], r["id"], r["_rank"]] for r in found.collect())
+
+
 def _wait_for_executors(spark: SparkSession, expected: int, timeout: float = 120.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
@@ -183,6 +219,9 @@ def main(master_url: str, uri: str) -> None:
         mark = time.monotonic()
         stream = stream_copy(spark, uri)
         timings["stream"] = time.monotonic() - mark
+        mark = time.monotonic()
+        nearest = nearest_join(spark, uri)
+        timings["nearest"] = time.monotonic() - mark
     finally:
         spark.stop()
     result = {
@@ -190,6 +229,7 @@ def main(master_url: str, uri: str) -> None:
         "tasks": tasks,
         "companion": companion,
         "stream": stream,
+        "nearest": nearest,
         "executors": executors,
         "driver_pid": os.getpid(),
         "driver_cwd": os.getcwd(),

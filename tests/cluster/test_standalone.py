@@ -15,8 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import lance
+import numpy as np
 import pytest
-from _cluster_job import RESULT_PREFIX, ROWS, expected_rows, query_table, scan_tasks, write_table
+from _cluster_job import (
+    RESULT_PREFIX,
+    ROWS,
+    VECTOR_DIM,
+    VECTOR_ROWS,
+    expected_rows,
+    query_table,
+    scan_tasks,
+    vector_value,
+    write_table,
+)
 from _servers import spark_env, standalone_cluster
 
 JOB = Path(__file__).resolve().parent / "_cluster_job.py"
@@ -126,3 +137,14 @@ def test_write_and_filtered_read_match_local(cluster_url: str, spark: Any, tmp_p
     assert [v["version"] for v in copy.versions()] == [1]
     props = copy.read_transaction(1).transaction_properties
     assert props["lance.streaming.queryId"] == stream["query_id"]
+
+    # The nearest-neighbour join ran in executor tasks: equal to numpy's exact search.
+    vectors = np.array(
+        [[vector_value(i, j) for j in range(VECTOR_DIM)] for i in range(VECTOR_ROWS)], np.float32
+    )
+    expected_pairs = []
+    for qid in range(0, VECTOR_ROWS, 15):
+        distances = ((vectors - (vectors[qid] + np.float32(0.001))) ** 2).sum(axis=1)
+        order = np.lexsort((np.arange(VECTOR_ROWS), distances))[:3]
+        expected_pairs += [[qid, int(i), rank + 1] for rank, i in enumerate(order)]
+    assert on_cluster["nearest"] == sorted(expected_pairs)
