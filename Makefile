@@ -19,7 +19,7 @@ JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-venv: $(STAMP) ## Create .venv and install the package with its dev tools
+venv: $(STAMP) ## Create .venv and install the package with its dev and notebook tools
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=/path/to/python3.11"; exit 1; }
@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	@# compat: the checkout itself goes on sys.path, so Spark's discovery of pyspark_* modules
 	@# (pkgutil.iter_modules: path entries only, not setuptools' editable finder) sees pyspark_lance
-	$(PY) -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e ".[dev,notebook]" --config-settings editable_mode=compat
 	@touch $(STAMP)
 
 java: ## Check for a JDK 17+ (installs OpenJDK 17 with apt when missing and running as root)
@@ -39,8 +39,8 @@ $(JAR): $(STAMP) $(JAVA_SOURCES) jvm/build.sh
 	@bash scripts/ensure-java.sh
 	@bash jvm/build.sh $(PY) $@
 
-demo: $(STAMP) $(JAR) ## Run the walkthrough ("a time machine with Lance") on local Spark and local files
-	$(PY) notebooks/time_machine.py
+demo: $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lance") headless; prints its HTML copy
+	$(PY) notebooks/run_notebook.py notebooks/time_machine.ipynb
 
 bench: $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
