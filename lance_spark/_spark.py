@@ -46,7 +46,9 @@ from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import DataType, StructField, StructType
+
+from lance_spark.errors import InvalidOptionError
 
 _MARKER = "_lance_spark_with_active_session"
 _PATCHED: tuple[tuple[type, str], ...] = (
@@ -115,6 +117,18 @@ def sql_string(value: str) -> str:
 def is_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session (no JVM on this side: no ``sparkContext``, ``_jdf``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def parse_data_type(spark: SparkSession, text: str) -> DataType:
+    """A Spark SQL type name (``bigint``, ``decimal(10, 2)``, ``array<float>``) as a
+    ``DataType``, parsed by Spark itself (on Connect too); a bad one is an
+    :class:`InvalidOptionError` naming it."""
+    from pyspark.errors import PySparkException
+
+    try:
+        return spark.createDataFrame([], f"`c` {text}").schema["c"].dataType
+    except (PySparkException, ValueError):
+        raise InvalidOptionError(f"{text!r} is not a Spark SQL data type") from None
 
 
 def register_table_function(spark: SparkSession, name: str, handler: type) -> None:

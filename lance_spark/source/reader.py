@@ -36,6 +36,7 @@ from lance_spark.source.planning import (
 )
 
 URI_METADATA_KEY = "lance.uri"
+COMMENT_METADATA_KEY = b"comment"  # Lance field metadata of a column's comment
 
 
 @dataclass(frozen=True)
@@ -125,11 +126,26 @@ def spark_schema(table_schema: pa.Schema, projection: Projection, *, uri: str) -
         for name, f in zip(projection.spark_names, mapped.fields, strict=True)
     ]
     fields += [StructField(m, LongType(), nullable=False) for m in projection.metadata_columns]
+    comments = {
+        name: (arrow.field(c).metadata or {}).get(COMMENT_METADATA_KEY)
+        for name, c in zip(projection.spark_names, projection.lance_columns, strict=True)
+    }
     # Spark hands catalog-table readers and writers empty options but keeps field metadata:
-    # the uri travels there (never storage options: they may hold secrets).
+    # the uri travels there (never storage options: they may hold secrets). A column's
+    # comment (ALTER COLUMN ... COMMENT) is Spark's "comment" metadata: DESCRIBE shows it.
     return StructType(
-        [StructField(f.name, f.dataType, f.nullable, {URI_METADATA_KEY: uri}) for f in fields]
+        [
+            StructField(f.name, f.dataType, f.nullable, _field_metadata(uri, comments.get(f.name)))
+            for f in fields
+        ]
     )
+
+
+def _field_metadata(uri: str, comment: bytes | None) -> dict[str, str]:
+    metadata = {URI_METADATA_KEY: uri}
+    if comment:
+        metadata["comment"] = comment.decode("utf-8", errors="replace")
+    return metadata
 
 
 def uri_from_schema(schema: StructType) -> str | None:

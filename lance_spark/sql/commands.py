@@ -25,10 +25,12 @@ from sqlglot import expressions as exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokenizer_core import Token, TokenType
 
+from lance_spark import _spark
 from lance_spark.errors import SchemaMismatchError, SqlSyntaxError
 from lance_spark.source import types as _types
 from lance_spark.sql.targets import lance_table, parse_sql, path_of, refresh_catalog_entry
 from lance_spark.table import LanceTable
+from lance_spark.table import schema as _schema
 
 Run = Callable[..., DataFrame]
 
@@ -159,6 +161,26 @@ _GRAMMAR = {
     "CREATE TAG": "ALTER TABLE table CREATE TAG name [AS OF VERSION n]",
     "DROP TAG": "ALTER TABLE table DROP TAG name",
     "CREATE INDEX": "CREATE INDEX name ON table (column) [USING type] [WITH (key = value, ...)]",
+    "RENAME COLUMN": "ALTER TABLE table RENAME COLUMN column TO name",
+    "DROP COLUMNS": "ALTER TABLE table DROP {COLUMN | COLUMNS} [IF EXISTS] {column | (column, ...)}",
+    "ALTER COLUMN": "ALTER TABLE table {ALTER | CHANGE} [COLUMN] column {TYPE type | COMMENT 'text'}",
+    "SET TBLPROPERTIES": "ALTER TABLE table SET TBLPROPERTIES ('key' = 'value', ...)",
+    "UNSET TBLPROPERTIES": "ALTER TABLE table UNSET TBLPROPERTIES [IF EXISTS] ('key', ...)",
+    "SHOW TBLPROPERTIES": "SHOW TBLPROPERTIES table [('key')]",
+}
+# ALTER TABLE forms that would make the catalog and the Lance table disagree and that Lance
+# cannot apply: refused on Lance tables, with what to do instead.
+_REFUSED_ALTER = {
+    ("REPLACE", "COLUMNS"): (
+        "ALTER TABLE ... REPLACE COLUMNS is not supported on Lance tables; use ADD COLUMNS, "
+        "DROP COLUMNS, RENAME COLUMN and ALTER COLUMN ... TYPE"
+    ),
+    ("SET", "LOCATION"): (
+        "ALTER TABLE ... SET LOCATION is not supported on Lance tables (the table's data would "
+        "not follow); DROP TABLE and CREATE TABLE ... USING lance LOCATION 'new path' instead"
+    ),
+    ("ADD", "PARTITION"): "Lance tables are not partitioned",
+    ("DROP", "PARTITION"): "Lance tables are not partitioned",
 }
 
 
@@ -201,8 +223,23 @@ def parse_command(text: str) -> Command | None:
             kind = "DROP TAG"
         elif cursor.accept("ADD", "COLUMNS") or cursor.accept("ADD", "COLUMN"):
             return Command("ADD COLUMNS", table)
+        elif cursor.accept("RENAME", "COLUMN"):
+            kind = "RENAME COLUMN"
+        elif cursor.accept("DROP", "COLUMNS") or cursor.accept("DROP", "COLUMN"):
+            kind = "DROP COLUMNS"
+        elif any(cursor.accept(*w) for w in (("ALTER", "COLUMN"), ("CHANGE", "COLUMN"))) or any(
+            cursor.accept(w) for w in ("ALTER", "CHANGE")
+        ):
+            kind = "ALTER COLUMN"
+        elif cursor.accept("SET", "TBLPROPERTIES"):
+            kind = "SET TBLPROPERTIES"
+        elif cursor.accept("UNSET", "TBLPROPERTIES"):
+            kind = "UNSET TBLPROPERTIES"
         else:
-            return None  # any other ALTER TABLE: Spark's
+            for words, why in _REFUSED_ALTER.items():
+                if cursor.accept(*words):
+                    return Command("REFUSED", table, error=SqlSyntaxError(why))
+            return None  # any other ALTER TABLE (RENAME TO, ...): Spark's
     try:
         args = _ARGUMENTS[kind](cursor)
     except SqlSyntaxError as err:
@@ -223,6 +260,8 @@ def _command_kind(cursor: _Cursor) -> str | None:
             return kind
     if cursor.accept("ALTER", "TABLE"):
         return "ALTER TABLE"
+    if cursor.accept("SHOW", "TBLPROPERTIES"):
+        return "SHOW TBLPROPERTIES"
     if cursor.accept("CREATE", "INDEX"):
         return "CREATE INDEX"
     return None
@@ -306,7 +345,114 @@ def _create_index(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     return (("column", column), ("type", kind), ("params", params))
 
 
+def _column_path(cursor: _Cursor, statement: str) -> str:
+    parts = [cursor.name(statement, "a column")]
+    while cursor.accept("."):
+        parts.append(cursor.name(statement, "a nested field"))
+    return ".".join(parts)
+
+
+def _rename_column(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    statement = "RENAME COLUMN"
+    old = _column_path(cursor, statement)
+    cursor.expect("TO", statement=statement)
+    new = cursor.name(statement, "the new name")
+    cursor.end(statement)
+    return (("old", old), ("new", new))
+
+
+def _drop_columns(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    statement = "DROP COLUMNS"
+    if_exists = cursor.accept("IF", "EXISTS")
+    parenthesised = cursor.accept("(")
+    names = [_column_path(cursor, statement)]
+    while cursor.accept(","):
+        names.append(_column_path(cursor, statement))
+    if parenthesised:
+        cursor.expect(")", statement=statement)
+    cursor.end(statement)
+    return (("columns", tuple(names)), ("if_exists", if_exists))
+
+
+def _alter_column(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    statement = "ALTER COLUMN"
+    column = _column_path(cursor, statement)
+    if cursor.accept("TYPE"):
+        token = cursor.peek()
+        if token is None:
+            raise cursor.error("expected a type", statement)
+        type_text = cursor.text[token.start :].strip().rstrip(";").strip()
+        cursor.pos = len(cursor.tokens)
+        return (("column", column), ("type", type_text))
+    if cursor.accept("COMMENT"):
+        comment = cursor.string(statement, "the comment")
+        cursor.end(statement)
+        return (("column", column), ("comment", comment))
+    for words in (("SET", "NOT", "NULL"), ("DROP", "NOT", "NULL"), ("FIRST",), ("AFTER",)):
+        if cursor.accept(*words):
+            raise SqlSyntaxError(
+                f"ALTER COLUMN ... {' '.join(words)} is not supported on Lance tables (column "
+                f"{column!r}); supported: TYPE (widening) and COMMENT"
+            )
+    raise cursor.error("expected TYPE or COMMENT", statement)
+
+
+def _properties(cursor: _Cursor, statement: str, *, values: bool) -> dict[str, str]:
+    cursor.expect("(", statement=statement)
+    found: dict[str, str] = {}
+    while True:
+        token = cursor.peek()
+        if token is not None and token.token_type == TokenType.STRING:
+            key = cursor.string(statement, "a property key")
+        else:
+            key = _column_path(cursor, statement)  # unquoted dotted keys: a.b.c
+        value = ""
+        if values:
+            cursor.accept("=")
+            token = cursor.peek()
+            if token is None or token.token_type not in _LITERALS:
+                raise cursor.error("expected a value (a quoted string or a number)", statement)
+            cursor.pos += 1
+            value = str(token.text)
+        found[key] = value
+        if not cursor.accept(","):
+            break
+    cursor.expect(")", statement=statement)
+    cursor.end(statement)
+    return found
+
+
+def _set_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    return (("properties", _properties(cursor, "SET TBLPROPERTIES", values=True)),)
+
+
+def _unset_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    if_exists = cursor.accept("IF", "EXISTS")
+    keys = _properties(cursor, "UNSET TBLPROPERTIES", values=False)
+    return (("keys", tuple(keys)), ("if_exists", if_exists))
+
+
+def _show_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    statement = "SHOW TBLPROPERTIES"
+    key = None
+    if cursor.accept("("):
+        token = cursor.peek()
+        if token is not None and token.token_type == TokenType.STRING:
+            key = cursor.string(statement, "a property key")
+        else:
+            key = _column_path(cursor, statement)
+        cursor.expect(")", statement=statement)
+    cursor.end(statement)
+    return (("key", key),)
+
+
 _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
+    "SHOW TBLPROPERTIES": _show_properties,
+    "RENAME COLUMN": _rename_column,
+    "DROP COLUMNS": _drop_columns,
+    "ALTER COLUMN": _alter_column,
+    "SET TBLPROPERTIES": _set_properties,
+    "UNSET TBLPROPERTIES": _unset_properties,
     "DESCRIBE HISTORY": _describe_history,
     "RESTORE": _restore,
     "OPTIMIZE": _optimize,
@@ -335,6 +481,16 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         return table.restoreToTimestamp(command.arg("timestamp"))
     if kind == "OPTIMIZE":
         return table.optimize().executeCompaction()
+    if kind == "SHOW TBLPROPERTIES":
+        # Spark shows a Python data source table's properties as empty: Lance's are these.
+        config = _schema.properties(table._open())
+        key = command.arg("key")
+        rows = sorted(config.items()) if key is None else [(key, config.get(key))]
+        if key is not None and key not in config:
+            rows = [
+                (key, f"Table {command.table.sql(dialect='spark')} does not have property: {key}")
+            ]
+        return spark.createDataFrame(rows, "key string, value string")
     if kind == "VACUUM":
         return table.vacuum(command.arg("hours"), dryRun=command.arg("dry_run"))
     if kind == "CREATE TAG":
@@ -349,7 +505,50 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     elif kind == "ADD COLUMNS":
         _add_columns(spark, text, table)
         refresh_catalog_entry(spark, run, command.table, table.uri)
+    elif kind in _SCHEMA_CHANGES:
+        # Lance first, then the catalog entry: a refused change leaves both as they were.
+        _SCHEMA_CHANGES[kind](spark, table, command)
+        if kind in ("SET TBLPROPERTIES", "UNSET TBLPROPERTIES"):
+            if path_of(command.table) is None:
+                run(text)  # Spark's own statement: the catalog entry's properties
+        else:
+            refresh_catalog_entry(spark, run, command.table, table.uri)
     return _no_rows(spark)
+
+
+def _rename(spark: SparkSession, table: LanceTable, command: Command) -> None:
+    _schema.rename_column(table._context, command.arg("old"), command.arg("new"))
+
+
+def _drop(spark: SparkSession, table: LanceTable, command: Command) -> None:
+    columns = list(command.arg("columns"))
+    _schema.drop_columns(table._context, columns, if_exists=command.arg("if_exists"))
+
+
+def _alter(spark: SparkSession, table: LanceTable, command: Command) -> None:
+    type_text = command.arg("type")
+    data_type = None if type_text is None else _spark.parse_data_type(spark, type_text)
+    _schema.alter_column(
+        table._context, command.arg("column"), data_type=data_type, comment=command.arg("comment")
+    )
+
+
+def _set_props(spark: SparkSession, table: LanceTable, command: Command) -> None:
+    _schema.set_properties(table._context, command.arg("properties"))
+
+
+def _unset_props(spark: SparkSession, table: LanceTable, command: Command) -> None:
+    keys = list(command.arg("keys"))
+    _schema.unset_properties(table._context, keys, if_exists=command.arg("if_exists"))
+
+
+_SCHEMA_CHANGES: dict[str, Callable[[SparkSession, LanceTable, Command], None]] = {
+    "RENAME COLUMN": _rename,
+    "DROP COLUMNS": _drop,
+    "ALTER COLUMN": _alter,
+    "SET TBLPROPERTIES": _set_props,
+    "UNSET TBLPROPERTIES": _unset_props,
+}
 
 
 def _add_columns(spark: SparkSession, text: str, table: LanceTable) -> None:

@@ -12,7 +12,6 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import expressions as exp
 
-from lance_spark._spark import sql_string
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.reader import uri_from_schema
 
@@ -43,9 +42,13 @@ def refresh_catalog_entry(
     was created with, and asks the data source again only for a new entry."""
     if path_of(table) is not None:
         return
-    name = table_name(table)
-    run(f"DROP TABLE {name}")
-    run(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
+    from lance_spark.source.dataset import open_latest
+    from lance_spark.source.session import session_storage
+    from lance_spark.table.catalog import recreate_entry
+    from lance_spark.table.schema import properties
+
+    config = properties(open_latest(uri, storage=session_storage(spark)))
+    recreate_entry(spark, table_name(table), uri, config, run=run)
 
 
 def path_of(table: exp.Table) -> str | None:

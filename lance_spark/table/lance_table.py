@@ -22,14 +22,17 @@ from typing import Any
 
 import lance
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.types import DataType
 
+from lance_spark import _spark
 from lance_spark.errors import InvalidOptionError, TableNotFoundError
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import TimeTravel, parse_timestamp
 from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import changes as _dml
-from lance_spark.table import history, maintenance
+from lance_spark.table import history, maintenance, schema
 from lance_spark.table import search as _search
+from lance_spark.table.catalog import recreate_entry
 from lance_spark.table.context import TableContext
 from lance_spark.table.maintenance import LanceOptimizeBuilder
 from lance_spark.table.merge import LanceMergeBuilder
@@ -53,6 +56,7 @@ class LanceTable:
         self._uri = uri
         self._storage: dict[str, str] = {**session_storage(spark), **(storage_options or {})}
         self._alias: str | None = None
+        self._name: str | None = None  # the catalog name, when opened with forName
 
     def __repr__(self) -> str:  # never the storage options: they may hold secrets
         return f"LanceTable({self._uri!r})"
@@ -112,7 +116,9 @@ class LanceTable:
                 f"catalog table {name!r} is not a Lance table (provider {provider!r}); "
                 f"LanceTable.forName needs a table created USING {FORMAT_NAME}"
             )
-        return cls.forPath(spark, _normalise_uri(location))
+        table = cls.forPath(spark, _normalise_uri(location))
+        table._name = name
+        return table
 
     @classmethod
     def isLanceTable(
@@ -477,6 +483,55 @@ class LanceTable:
             metric=metric,
             version=version,
         )
+
+    # --- schema changes -----------------------------------------------------------------------
+
+    def renameColumn(self, old: str, new: str) -> None:
+        """Rename column ``old`` (a dotted path for a nested field) to ``new``: one
+        metadata-only Lance version; data files are not rewritten. A table opened with
+        :meth:`forName` gets its catalog entry updated too.
+
+        Example::
+
+            t.renameColumn("w", "weight")
+        """
+        schema.rename_column(self._context, old, new)
+        self._refresh_catalog()
+
+    def dropColumns(self, *columns: str, ifExists: bool = False) -> None:
+        """Drop columns (metadata-only: their data stays in the files until compaction
+        rewrites them). A missing column is an error unless ``ifExists``.
+
+        Example::
+
+            t.dropColumns("debug", "tmp")
+        """
+        names = (
+            list(columns[0]) if len(columns) == 1 and not isinstance(columns[0], str) else columns
+        )
+        if schema.drop_columns(self._context, list(names), if_exists=ifExists):
+            self._refresh_catalog()
+
+    def alterColumn(
+        self, column: str, *, dataType: str | DataType | None = None, comment: str | None = None
+    ) -> None:
+        """Widen a column's type (tinyint -> smallint -> int -> bigint, float -> double;
+        Lance rewrites the column) and/or set its comment (metadata-only).
+
+        Example::
+
+            t.alterColumn("count", dataType="bigint")
+            t.alterColumn("label", comment="the annotator's label")
+        """
+        data_type = (
+            _spark.parse_data_type(self._spark, dataType) if isinstance(dataType, str) else dataType
+        )
+        schema.alter_column(self._context, column, data_type=data_type, comment=comment)
+        self._refresh_catalog()
+
+    def _refresh_catalog(self) -> None:
+        if self._name is not None:
+            recreate_entry(self._spark, self._name, self._uri, schema.properties(self._open()))
 
     # --- schema evolution ---------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ def test_malformed_commands_keep_the_error_for_a_lance_table(text: str, message:
         "DESCRIBE TABLE pets",
         "DESCRIBE pets",
         "ALTER TABLE pets RENAME TO cats",
-        "ALTER TABLE pets SET TBLPROPERTIES ('a' = 'b')",
+        "ALTER TABLE pets SET SERDEPROPERTIES ('a' = 'b')",
         "CREATE TABLE t (a INT) USING parquet",
         "INSERT INTO pets VALUES (1)",
         "VACUUM",
@@ -158,3 +158,62 @@ def test_create_table_as_select_is_recognised() -> None:
     assert parse_create("CREATE TABLE p2 USING parquet AS SELECT 1 AS a") is None
     columns = parse_create("CREATE TABLE p3 (a INT) USING lance LOCATION '/y'")
     assert columns is not None and columns.query is None
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "args"),
+    [
+        (
+            "ALTER TABLE pets RENAME COLUMN w TO weight",
+            "RENAME COLUMN",
+            {"old": "w", "new": "weight"},
+        ),
+        ("ALTER TABLE db.pets RENAME COLUMN s.inner TO x", "RENAME COLUMN", {"old": "s.inner"}),
+        ("ALTER TABLE pets DROP COLUMN a", "DROP COLUMNS", {"columns": ("a",), "if_exists": False}),
+        (
+            "ALTER TABLE pets DROP COLUMNS IF EXISTS (a, `b c`)",
+            "DROP COLUMNS",
+            {"columns": ("a", "b c"), "if_exists": True},
+        ),
+        ("ALTER TABLE pets ALTER COLUMN w TYPE bigint", "ALTER COLUMN", {"type": "bigint"}),
+        (
+            "ALTER TABLE pets CHANGE w TYPE decimal(10, 2);",
+            "ALTER COLUMN",
+            {"type": "decimal(10, 2)"},
+        ),
+        ("ALTER TABLE pets ALTER w COMMENT 'grams'", "ALTER COLUMN", {"comment": "grams"}),
+        (
+            "ALTER TABLE pets SET TBLPROPERTIES ('a' = 'b', c.d = 1)",
+            "SET TBLPROPERTIES",
+            {"properties": {"a": "b", "c.d": "1"}},
+        ),
+        (
+            "ALTER TABLE pets UNSET TBLPROPERTIES IF EXISTS ('a')",
+            "UNSET TBLPROPERTIES",
+            {"keys": ("a",), "if_exists": True},
+        ),
+        ("SHOW TBLPROPERTIES pets ('a')", "SHOW TBLPROPERTIES", {"key": "a"}),
+    ],
+)
+def test_schema_ddl_is_parsed(text: str, kind: str, args: dict[str, object]) -> None:
+    command = parse_command(text)
+    assert command is not None and command.error is None and command.kind == kind
+    for name, value in args.items():
+        assert command.arg(name) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ALTER TABLE pets REPLACE COLUMNS (a int)", "REPLACE COLUMNS is not supported"),
+        ("ALTER TABLE pets SET LOCATION '/x'", "SET LOCATION is not supported"),
+        ("ALTER TABLE pets ALTER COLUMN a DROP NOT NULL", "DROP NOT NULL is not supported"),
+        ("ALTER TABLE pets ALTER COLUMN a AFTER b", "AFTER is not supported"),
+        ("ALTER TABLE pets RENAME COLUMN a b", "expected TO"),
+        ("ALTER TABLE pets ALTER COLUMN a", "expected TYPE or COMMENT"),
+    ],
+)
+def test_refused_schema_ddl_keeps_its_error(text: str, message: str) -> None:
+    command = parse_command(text)
+    assert command is not None and command.error is not None
+    assert message in str(command.error)

@@ -1,0 +1,43 @@
+"""Keeping a catalog entry in step with its Lance table.
+
+Spark keeps the columns a catalog table had when its entry was created and asks the data
+source again only for a new entry. After a schema change the entry is re-created (same name,
+same location, the table's properties), so that the catalog and Lance agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+
+from lance_spark._spark import sql_string
+from lance_spark.source.datasource import FORMAT_NAME
+
+Run = Callable[..., DataFrame]
+# Keys Spark refuses in TBLPROPERTIES (CatalogV2Util.TABLE_RESERVED_PROPERTIES): a Lance
+# table may hold them in its config, the catalog entry cannot.
+RESERVED_PROPERTIES = frozenset(
+    {"provider", "location", "owner", "comment", "external", "is_managed_location"}
+)
+
+
+def recreate_entry(
+    spark: SparkSession,
+    name: str,
+    uri: str,
+    properties: Mapping[str, str],
+    *,
+    run: Run | None = None,
+) -> None:
+    """Drop and re-create the catalog entry ``name`` of the Lance table at ``uri``.
+
+    ``run`` is the ``spark.sql`` to use (the SQL front passes Spark's own)."""
+    execute = run or spark.sql
+    execute(f"DROP TABLE {name}")
+    execute(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
+    kept = {k: v for k, v in properties.items() if k.lower() not in RESERVED_PROPERTIES}
+    if kept:
+        # Not in CREATE TABLE: Spark would hand them to the data source as read options.
+        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(kept.items()))
+        execute(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")

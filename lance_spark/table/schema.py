@@ -1,0 +1,191 @@
+"""Schema and property changes of a Lance table: rename, drop, widen, comment, properties.
+
+Each is one Lance commit, metadata-only where Lance can (rename, drop, comment, properties; a
+type change rewrites the column's data). Every argument is checked against the table first,
+so a refused change commits nothing. Catalog entries are brought in step by the callers
+(:class:`~lance_spark.table.LanceTable` for a table opened by name, the SQL front for DDL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import lance
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import DataType
+
+from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, SchemaMismatchError
+from lance_spark.source import types as _types
+from lance_spark.table.catalog import RESERVED_PROPERTIES
+from lance_spark.table.context import TableContext
+
+COMMENT_KEY = "comment"  # Lance field metadata holding a column's comment (Spark's name)
+# Widening casts Lance applies and that lose no value (Delta's type widening, where Lance
+# supports it): integers to wider integers, float to double.
+_INTEGER_WIDTHS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
+
+
+def rename_column(table: TableContext, old: str, new: str) -> None:
+    """See :meth:`LanceTable.renameColumn`."""
+    ds = table.open()
+    path = _field_path(ds, table.uri, old)
+    if not isinstance(new, str) or not new or "." in new:
+        raise InvalidOptionError(
+            f"the new name of column {old!r} must be a non-empty name without dots, not {new!r}"
+        )
+    parent, _, leaf = path.rpartition(".")
+    clash = [s for s in _children_names(ds, parent) if s != leaf and s.lower() == new.lower()]
+    if clash:
+        raise SchemaMismatchError(
+            f"cannot rename column {old!r} to {new!r}: a column {clash[0]!r} already exists in "
+            f"the Lance table at {table.uri!r} (Spark compares names case-insensitively)"
+        )
+    _types.check_column_names(pa.schema([pa.field(new, pa.null())]))
+    if new == leaf:
+        return
+    ds.alter_columns(cast(Any, {"path": path, "name": new}))
+
+
+def drop_columns(table: TableContext, names: Sequence[str], *, if_exists: bool = False) -> int:
+    """See :meth:`LanceTable.dropColumns`. Returns the number of columns dropped."""
+    if isinstance(names, str):
+        names = [names]
+    if not names:
+        raise InvalidOptionError("dropColumns needs at least one column name")
+    ds = table.open()
+    paths = []
+    for name in names:
+        try:
+            paths.append(_field_path(ds, table.uri, name))
+        except ColumnNotFoundError:
+            if not if_exists:
+                raise
+    if not paths:
+        return 0
+    top = [p for p in paths if "." not in p]
+    if len(set(top)) >= len(ds.schema.names):
+        raise SchemaMismatchError(
+            f"cannot drop every column of the Lance table at {table.uri!r}; columns: "
+            f"{', '.join(ds.schema.names)}"
+        )
+    ds.drop_columns(sorted(set(paths)))
+    return len(set(paths))
+
+
+def alter_column(
+    table: TableContext,
+    name: str,
+    *,
+    data_type: DataType | None = None,
+    comment: str | None = None,
+) -> None:
+    """See :meth:`LanceTable.alterColumn`."""
+    if data_type is None and comment is None:
+        raise InvalidOptionError("alterColumn needs a new type (dataType=) or a comment")
+    ds = table.open()
+    path = _field_path(ds, table.uri, name)
+    if data_type is not None:
+        current = _field(ds, path).type
+        target = _lance_type(data_type, path)
+        if not current.equals(target):
+            if not _widens(current, target):
+                raise SchemaMismatchError(
+                    f"cannot change column {path!r} from {current} to {target}: Lance tables "
+                    "take widening changes only (tinyint -> smallint -> int -> bigint, "
+                    "float -> double), which keep every value"
+                )
+            ds.alter_columns(cast(Any, {"path": path, "data_type": target}))
+            ds = table.open()
+    if comment is not None:
+        if not isinstance(comment, str):
+            raise InvalidOptionError(f"a column comment must be a string, not {comment!r}")
+        ds.update_field_metadata({path: {COMMENT_KEY: comment}})
+
+
+def set_properties(table: TableContext, properties: Mapping[str, str]) -> None:
+    """Set table properties (Lance's table config), one commit."""
+    if not properties:
+        return
+    reserved = sorted(k for k in properties if str(k).lower() in RESERVED_PROPERTIES)
+    if reserved:
+        raise InvalidOptionError(
+            f"table property {reserved[0]!r} is reserved by Spark's catalog (reserved: "
+            f"{', '.join(sorted(RESERVED_PROPERTIES))}); choose another key"
+        )
+    clean: dict[str, str | None] = {str(k): str(v) for k, v in properties.items()}
+    table.open().update_config(clean)
+
+
+def unset_properties(table: TableContext, keys: Sequence[str], *, if_exists: bool = False) -> None:
+    """Remove table properties; a key that is not set is an error unless ``if_exists``."""
+    ds = table.open()
+    current = ds.config()
+    missing = [k for k in keys if k not in current]
+    if missing and not if_exists:
+        raise InvalidOptionError(
+            f"table property {missing[0]!r} is not set on the Lance table at {table.uri!r}; "
+            f"properties: {', '.join(sorted(current)) or 'none'}"
+        )
+    present = [k for k in keys if k in current]
+    if present:
+        ds.delete_config_keys(present)
+
+
+def properties(ds: lance.LanceDataset) -> dict[str, str]:
+    """The table's properties (Lance's table config)."""
+    return {str(k): str(v) for k, v in ds.config().items()}
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _field_path(ds: lance.LanceDataset, uri: str, name: str) -> str:
+    """The exact (case-resolved) dotted path of column ``name``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidOptionError(f"a column name must be a non-empty string, not {name!r}")
+    parts = name.split(".")
+    fields: Sequence[pa.Field] = list(ds.schema)
+    resolved: list[str] = []
+    for part in parts:
+        match = [f for f in fields if f.name == part] or [
+            f for f in fields if f.name.lower() == part.lower()
+        ]
+        if len(match) != 1:
+            raise ColumnNotFoundError(
+                f"column {name!r} does not exist in the Lance table at {uri!r}; "
+                f"columns: {', '.join(ds.schema.names)}"
+            )
+        resolved.append(match[0].name)
+        t = match[0].type
+        fields = list(t) if pa.types.is_struct(t) else []
+    return ".".join(resolved)
+
+
+def _field(ds: lance.LanceDataset, path: str) -> pa.Field:
+    field = ds.schema.field(path.split(".")[0])
+    for part in path.split(".")[1:]:
+        field = field.type.field(part)
+    return field
+
+
+def _children_names(ds: lance.LanceDataset, parent: str) -> list[str]:
+    if not parent:
+        return list(ds.schema.names)
+    return [f.name for f in _field(ds, parent).type]
+
+
+def _lance_type(data_type: DataType, path: str) -> pa.DataType:
+    try:
+        arrow = to_arrow_type(data_type)
+    except TypeError as err:
+        raise SchemaMismatchError(f"column {path!r}: {err}") from None
+    field = _types.arrow_schema_for_new_table(pa.schema([pa.field("c", arrow)]), vector_sizes={})
+    return field.field("c").type
+
+
+def _widens(src: pa.DataType, dst: pa.DataType) -> bool:
+    if src in _INTEGER_WIDTHS and dst in _INTEGER_WIDTHS:
+        return _INTEGER_WIDTHS.index(dst) > _INTEGER_WIDTHS.index(src)
+    return bool(pa.types.is_float32(src) and pa.types.is_float64(dst))

@@ -1,0 +1,210 @@
+"""Schema DDL on Lance tables keeps Lance and the catalog in step: RENAME COLUMN, DROP
+COLUMNS, ALTER COLUMN TYPE / COMMENT, SET / UNSET TBLPROPERTIES, through SQL and through
+``LanceTable``. After every statement the table is read through the catalog and with pylance,
+and the two must agree; a refused statement changes neither (same Lance version, same
+catalog columns)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import lance
+import pyarrow as pa
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.types import DoubleType, IntegerType, LongType
+
+from lance_spark import LanceTable
+from lance_spark.errors import (
+    ColumnNotFoundError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    SqlSyntaxError,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
+
+ROWS = [(1, "a", 10, 1.5, "x"), (2, "b", 20, 2.5, "y"), (3, "c", 30, 3.5, "z")]
+
+
+@pytest.fixture
+def pets(spark: SparkSession, table_uri: str) -> Iterator[tuple[str, str]]:
+    """Catalog table ``ddl_pets`` over a Lance table of ROWS (id, name, w int, score float,
+    note)."""
+    spark.createDataFrame(
+        ROWS, "id long, name string, w int, score float, note string"
+    ).write.format("lance").mode("append").save(table_uri)
+    spark.sql(f"CREATE TABLE ddl_pets USING lance LOCATION '{table_uri}'")
+    try:
+        yield "ddl_pets", table_uri
+    finally:
+        spark.sql("DROP TABLE IF EXISTS ddl_pets")
+
+
+def _agree(spark: SparkSession, name: str, uri: str) -> list[str]:
+    """The catalog's columns equal Lance's, and the catalog read equals pylance's rows."""
+    ds = lance.dataset(uri)
+    catalog = spark.table(name)
+    assert catalog.columns == ds.schema.names
+    rows = sorted(tuple(r) for r in catalog.collect())
+    expected = sorted(tuple(r.values()) for r in ds.to_table().to_pylist())
+    assert rows == expected
+    return catalog.columns
+
+
+def _files(uri: str) -> set[str]:
+    return {f.path for frag in lance.dataset(uri).get_fragments() for f in frag.data_files()}
+
+
+def test_rename_column_in_sql(spark: SparkSession, pets: tuple[str, str]) -> None:
+    name, uri = pets
+    before = lance.dataset(uri).version
+    files = _files(uri)
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN w TO weight")
+    assert _agree(spark, name, uri) == ["id", "name", "weight", "score", "note"]
+    assert spark.sql(f"SELECT sum(weight) AS s FROM {name}").first()["s"] == 60
+    ds = lance.dataset(uri)
+    assert ds.version == before + 1 and _files(uri) == files  # metadata-only
+    # Renaming to an existing name, or a missing column: refused, nothing changes.
+    with pytest.raises(SchemaMismatchError, match="'name' already exists"):
+        spark.sql(f"ALTER TABLE {name} RENAME COLUMN weight TO NAME")
+    with pytest.raises(ColumnNotFoundError, match="'nope'"):
+        spark.sql(f"ALTER TABLE {name} RENAME COLUMN nope TO other")
+    assert lance.dataset(uri).version == before + 1
+    assert _agree(spark, name, uri) == ["id", "name", "weight", "score", "note"]
+
+
+def test_drop_columns_in_sql(spark: SparkSession, pets: tuple[str, str]) -> None:
+    name, uri = pets
+    spark.sql(f"ALTER TABLE {name} DROP COLUMN note")
+    assert _agree(spark, name, uri) == ["id", "name", "w", "score"]
+    spark.sql(f"ALTER TABLE {name} DROP COLUMNS (score, w)")
+    assert _agree(spark, name, uri) == ["id", "name"]
+    version = lance.dataset(uri).version
+    with pytest.raises(ColumnNotFoundError, match="'ghost'"):
+        spark.sql(f"ALTER TABLE {name} DROP COLUMN ghost")
+    spark.sql(f"ALTER TABLE {name} DROP COLUMN IF EXISTS ghost")
+    with pytest.raises(SchemaMismatchError, match="every column"):
+        spark.sql(f"ALTER TABLE {name} DROP COLUMNS (id, name)")
+    assert lance.dataset(uri).version == version
+    # New rows still go in, with the remaining columns.
+    spark.createDataFrame([(4, "d")], "id long, name string").write.format("lance").mode(
+        "append"
+    ).save(uri)
+    assert sorted(r["id"] for r in spark.table(name).collect()) == [1, 2, 3, 4]
+
+
+def test_alter_column_type_widens_only(spark: SparkSession, pets: tuple[str, str]) -> None:
+    name, uri = pets
+    spark.sql(f"ALTER TABLE {name} ALTER COLUMN w TYPE bigint")
+    spark.sql(f"ALTER TABLE {name} ALTER COLUMN score TYPE double")
+    ds = lance.dataset(uri)
+    assert ds.schema.field("w").type == pa.int64()
+    assert ds.schema.field("score").type == pa.float64()
+    schema = spark.table(name).schema
+    assert isinstance(schema["w"].dataType, LongType)
+    assert isinstance(schema["score"].dataType, DoubleType)
+    _agree(spark, name, uri)
+    version = ds.version
+    with pytest.raises(SchemaMismatchError, match=r"from int64 to int32.*widening"):
+        spark.sql(f"ALTER TABLE {name} ALTER COLUMN w TYPE int")
+    with pytest.raises(SchemaMismatchError, match="'name' from string to int64"):
+        spark.sql(f"ALTER TABLE {name} CHANGE COLUMN name TYPE bigint")
+    with pytest.raises(InvalidOptionError, match="'nonsense' is not a Spark SQL data type"):
+        spark.sql(f"ALTER TABLE {name} ALTER COLUMN w TYPE nonsense")
+    assert lance.dataset(uri).version == version
+    assert isinstance(spark.table(name).schema["w"].dataType, LongType)
+
+
+def test_column_comment(spark: SparkSession, pets: tuple[str, str]) -> None:
+    name, uri = pets
+    spark.sql(f"ALTER TABLE {name} ALTER COLUMN name COMMENT 'the name of the pet'")
+    described = {r["col_name"]: r["comment"] for r in spark.sql(f"DESCRIBE TABLE {name}").collect()}
+    assert described["name"] == "the name of the pet"
+    assert lance.dataset(uri).schema.field("name").metadata[b"comment"] == b"the name of the pet"
+    _agree(spark, name, uri)
+
+
+def test_table_properties_live_in_lance_and_the_catalog(
+    spark: SparkSession, pets: tuple[str, str]
+) -> None:
+    name, uri = pets
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('team' = 'ml', 'quality' = 'gold')")
+    assert lance.dataset(uri).config() == {"team": "ml", "quality": "gold"}
+
+    def shown() -> dict[str, str]:
+        rows = spark.sql(f"SHOW TBLPROPERTIES {name}").collect()
+        return {r["key"]: r["value"] for r in rows if r["key"] in ("team", "quality")}
+
+    assert shown() == {"team": "ml", "quality": "gold"}
+    # A later schema change re-creates the catalog entry: the properties stay.
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN note TO remark")
+    assert shown() == {"team": "ml", "quality": "gold"}
+    spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('quality')")
+    assert lance.dataset(uri).config() == {"team": "ml"}
+    assert shown() == {"team": "ml"}
+    with pytest.raises(InvalidOptionError, match="'quality' is not set"):
+        spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('quality')")
+    spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ('quality')")
+    with pytest.raises(InvalidOptionError, match="'owner' is reserved"):
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('owner' = 'me')")
+    assert lance.dataset(uri).config() == {"team": "ml"}
+
+
+@pytest.mark.parametrize(
+    ("statement", "match"),
+    [
+        ("REPLACE COLUMNS (id long)", "REPLACE COLUMNS is not supported"),
+        ("SET LOCATION '/tmp/elsewhere'", "SET LOCATION is not supported"),
+        ("ALTER COLUMN w SET NOT NULL", "SET NOT NULL is not supported"),
+        ("ALTER COLUMN w FIRST", "FIRST is not supported"),
+        ("RENAME COLUMN w", "expected TO"),
+    ],
+)
+def test_refused_alter_statements_change_nothing(
+    spark: SparkSession, pets: tuple[str, str], statement: str, match: str
+) -> None:
+    name, uri = pets
+    version = lance.dataset(uri).version
+    with pytest.raises(SqlSyntaxError, match=match):
+        spark.sql(f"ALTER TABLE {name} {statement}")
+    assert lance.dataset(uri).version == version
+    assert _agree(spark, name, uri) == ["id", "name", "w", "score", "note"]
+
+
+def test_path_identifiers(spark: SparkSession, pets: tuple[str, str]) -> None:
+    _, uri = pets
+    spark.sql(f"ALTER TABLE lance.`{uri}` RENAME COLUMN w TO weight")
+    assert lance.dataset(uri).schema.names == ["id", "name", "weight", "score", "note"]
+    assert spark.read.format("lance").load(uri).columns == lance.dataset(uri).schema.names
+
+
+def test_table_api(spark: SparkSession, pets: tuple[str, str]) -> None:
+    name, uri = pets
+    t = LanceTable.forName(spark, name)
+    t.renameColumn("w", "weight")
+    t.dropColumns("note")
+    t.alterColumn("weight", dataType="bigint", comment="grams")
+    assert _agree(spark, name, uri) == ["id", "name", "weight", "score"]
+    assert isinstance(spark.table(name).schema["weight"].dataType, LongType)
+    assert lance.dataset(uri).schema.field("weight").metadata[b"comment"] == b"grams"
+    # By path: Lance changes (no catalog entry to update).
+    by_path = LanceTable.forPath(spark, uri)
+    by_path.alterColumn("id", dataType=LongType())
+    with pytest.raises(SchemaMismatchError, match="'score' from float to int32"):
+        by_path.alterColumn("score", dataType=IntegerType())
+    with pytest.raises(InvalidOptionError, match="without dots"):
+        by_path.renameColumn("name", "a.b")
+    with pytest.raises(InvalidOptionError, match="a new type"):
+        by_path.alterColumn("name")
+
+
+def test_other_tables_are_left_to_spark(spark: SparkSession, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    spark.sql(f"CREATE TABLE ddl_parquet (a int, b int) USING parquet LOCATION '{tmp_path}/p'")
+    try:
+        with pytest.raises(PySparkException):
+            spark.sql("ALTER TABLE ddl_parquet RENAME COLUMN a TO c")  # Spark's own error
+        spark.sql("ALTER TABLE ddl_parquet SET TBLPROPERTIES ('k' = 'v')")
+    finally:
+        spark.sql("DROP TABLE ddl_parquet")
