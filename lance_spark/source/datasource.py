@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import lance
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -15,7 +16,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
-from lance_spark.errors import InvalidOptionError
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError
 from lance_spark.source import change_feed as _change_feed
 from lance_spark.source import dataset
 from lance_spark.source import reader as _reader
@@ -130,6 +131,8 @@ class LanceDataSource(DataSource):
                 projection = _reader.user_projection(
                     table_schema, _strip(schema), allow_absent=True
                 )
+                if projection.absent:
+                    _check_catalog_columns(uri, ds, projection.absent, opts.storage)
         return _reader.LanceReader(
             uri=uri,
             version=int(ds.version),
@@ -207,6 +210,25 @@ _STREAM_ONLY_KEYS = STREAM_READ_KEYS - READ_KEYS
 def _strip(schema: StructType) -> StructType:
     """The schema without the connector's field metadata."""
     return StructType([StructField(f.name, f.dataType, f.nullable) for f in schema.fields])
+
+
+def _check_catalog_columns(
+    uri: str, ds: lance.LanceDataset, absent: Sequence[str], storage: Mapping[str, str]
+) -> None:
+    """Catalog columns a version lacks read as NULL when a later version has them (an old
+    version read before the column was added). A column the latest version lacks too was
+    renamed or dropped outside the catalog's knowledge: reading NULL would be silently
+    wrong, so the read fails instead."""
+    latest = ds if ds.version == ds.latest_version else dataset.open_latest(uri, storage=storage)
+    names = {n.lower() for n in latest.schema.names}
+    stale = [c for c in absent if c.lower() not in names]
+    if stale:
+        raise SchemaMismatchError(
+            f"the catalog table's column {stale[0]!r} does not exist in the Lance table at "
+            f"{uri!r} (renamed or dropped since the catalog entry was made; columns: "
+            f"{', '.join(latest.schema.names)}); update the entry with REFRESH TABLE <name> on "
+            "a session lance_spark.register ran on"
+        )
 
 
 def _normalise_uri(uri: str) -> str:

@@ -167,6 +167,7 @@ _GRAMMAR = {
     "SET TBLPROPERTIES": "ALTER TABLE table SET TBLPROPERTIES ('key' = 'value', ...)",
     "UNSET TBLPROPERTIES": "ALTER TABLE table UNSET TBLPROPERTIES [IF EXISTS] ('key', ...)",
     "SHOW TBLPROPERTIES": "SHOW TBLPROPERTIES table [('key')]",
+    "REFRESH TABLE": "REFRESH TABLE table",
 }
 # ALTER TABLE forms that would make the catalog and the Lance table disagree and that Lance
 # cannot apply: refused on Lance tables, with what to do instead.
@@ -262,6 +263,8 @@ def _command_kind(cursor: _Cursor) -> str | None:
         return "ALTER TABLE"
     if cursor.accept("SHOW", "TBLPROPERTIES"):
         return "SHOW TBLPROPERTIES"
+    if cursor.accept("REFRESH", "TABLE"):
+        return "REFRESH TABLE"
     if cursor.accept("CREATE", "INDEX"):
         return "CREATE INDEX"
     return None
@@ -446,7 +449,13 @@ def _show_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     return (("key", key),)
 
 
+def _refresh(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    cursor.end("REFRESH TABLE")
+    return ()
+
+
 _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
+    "REFRESH TABLE": _refresh,
     "SHOW TBLPROPERTIES": _show_properties,
     "RENAME COLUMN": _rename_column,
     "DROP COLUMNS": _drop_columns,
@@ -481,6 +490,11 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         return table.restoreToTimestamp(command.arg("timestamp"))
     if kind == "OPTIMIZE":
         return table.optimize().executeCompaction()
+    if kind == "REFRESH TABLE":
+        # The catalog entry re-created from the Lance table (its columns may have changed
+        # outside SQL), then Spark's own REFRESH (cached data).
+        refresh_catalog_entry(spark, run, command.table, table.uri)
+        return run(text)
     if kind == "SHOW TBLPROPERTIES":
         # Spark shows a Python data source table's properties as empty: Lance's are these.
         config = _schema.properties(table._open())

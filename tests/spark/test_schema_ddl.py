@@ -208,3 +208,24 @@ def test_other_tables_are_left_to_spark(spark: SparkSession, tmp_path) -> None: 
         spark.sql("ALTER TABLE ddl_parquet SET TBLPROPERTIES ('k' = 'v')")
     finally:
         spark.sql("DROP TABLE ddl_parquet")
+
+
+def test_a_catalog_column_renamed_outside_sql_fails_instead_of_reading_null(
+    spark: SparkSession, pets: tuple[str, str]
+) -> None:
+    name, uri = pets
+    lance.dataset(uri).alter_columns({"path": "w", "name": "weight"})  # another Lance writer
+    with pytest.raises(PySparkException, match="column 'w' does not exist in the Lance table"):
+        spark.sql(f"SELECT sum(w) FROM {name}").collect()
+    spark.sql(f"REFRESH TABLE {name}")
+    assert spark.sql(f"SELECT sum(weight) AS s FROM {name}").first()["s"] == 60
+    _agree(spark, name, uri)
+
+
+def test_old_versions_still_read_columns_added_later_as_null(
+    spark: SparkSession, pets: tuple[str, str]
+) -> None:
+    name, _ = pets
+    spark.sql(f"ALTER TABLE {name} ADD COLUMNS (extra string)")
+    old = spark.sql(f"SELECT extra FROM {name} WITH ('version' = '1')").collect()
+    assert [r["extra"] for r in old] == [None, None, None]
