@@ -10,7 +10,8 @@ Example::
 
 from __future__ import annotations
 
-from lance_spark import _spark
+# _quiet first: it must run before anything imports lance (see its docstring).
+from lance_spark import _quiet, _spark  # noqa: F401  (_quiet: imported for its effect)
 from lance_spark._register import configure, register, spark_conf
 from lance_spark._spark import companion_jar
 from lance_spark._version import __version__

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
+import pyarrow as pa
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from lance_spark import _spark, sql
+from lance_spark.errors import LanceSparkError
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
@@ -39,6 +43,11 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       :meth:`~lance_spark.LanceTable.search`);
     - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table;
     - lets reads and writes run from any Python thread (``threading``, thread pools);
+    - checks once per application that Spark's Python workers can import ``lance_spark``
+      (a :class:`~lance_spark.errors.LanceSparkError` saying to set ``PYSPARK_PYTHON`` if
+      not), and keeps the console quiet: no Lance fork-safety warning, no per-task "No
+      existing dataset" warning, no ``BrokenPipeError`` traceback from Spark's Python daemon
+      after ``show()`` / ``limit()`` (its daemon module, see ``lance_spark_daemon``);
     - turns on the JVM companion for a classic session (its jar ships in the package), which
       makes each read its own scan: only the columns a query needs, LIMIT and ``COUNT(*)``
       pushed to Lance, statistics for Spark's joins, Arrow batches handed to Spark as columns,
@@ -64,11 +73,14 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
         app_id=_spark.app_id(spark),
         parallelism=_spark.default_parallelism(spark),
     )
+    _spark.quiet_reregistration(spark)
     spark.dataSource.register(source_class(defaults, FORMAT_NAME))
     reset_private_formats(spark)
     _spark.register_table_function(spark, SEARCH_FUNCTION, search_udtf(storage))
     sql.install(spark, defaults)
     _spark.install_thread_sessions()  # writes from any Python thread (see _spark)
+    _check_workers(spark)  # before the daemon module changes: Spark's own daemon runs the probe
+    _spark.quiet_python_daemon(spark)  # no traceback per worker after show() (see _spark)
     if not _spark.enable_companion(spark):
         _warn_without_companion(spark)
 
@@ -105,6 +117,32 @@ def spark_conf() -> dict[str, str]:
 
 
 _warned = threading.Event()
+_checked_apps: set[str] = set()
+
+
+def _probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    # Runs in a Python worker: unpickling this function already imports lance_spark.
+    yield from batches
+
+
+def _check_workers(spark: SparkSession) -> None:
+    """Once per application: a one-row job whose Python worker must import lance_spark.
+    Without it every read and write fails later with a ModuleNotFoundError from inside a
+    task; here it fails at once, saying what to set."""
+    app = _spark.app_id(spark)
+    if app in _checked_apps:
+        return
+    try:
+        spark.range(1).mapInArrow(_probe, "id long").collect()
+    except PySparkException as err:
+        if "No module named" not in str(err) or "lance_spark" not in str(err):
+            raise
+        raise LanceSparkError(
+            "Spark's Python workers cannot import lance_spark: they run another Python than "
+            f"this one. Set PYSPARK_PYTHON (and PYSPARK_DRIVER_PYTHON) to {sys.executable} "
+            "(or to an interpreter where lance_spark is installed) before starting Spark."
+        ) from None
+    _checked_apps.add(app)
 
 
 def _warn_without_companion(spark: SparkSession) -> None:

@@ -873,6 +873,10 @@ def companion_jar() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", COMPANION_JAR_NAME)
 
 
+_DAEMON_CONF = "spark.python.daemon.module"
+QUIET_DAEMON_MODULE = "lance_spark_daemon"
+
+
 def companion_conf(current: dict[str, str] | None = None) -> dict[str, str]:
     """The Spark settings that load the companion (jar and session extension), merged into the
     comma-separated lists ``current`` may already hold."""
@@ -885,7 +889,53 @@ def companion_conf(current: dict[str, str] | None = None) -> dict[str, str]:
     return {
         _JARS_CONF: merged(_JARS_CONF, companion_jar()),
         _EXTENSIONS_CONF: merged(_EXTENSIONS_CONF, COMPANION_EXTENSION),
+        # A daemon that ends workers Spark stopped reading (show(), limit) without printing
+        # a BrokenPipeError traceback each time (see lance_spark_daemon); a daemon module
+        # the user chose is kept.
+        _DAEMON_CONF: str(current.get(_DAEMON_CONF) or QUIET_DAEMON_MODULE),
     }
+
+
+def quiet_python_daemon(spark: SparkSession) -> bool:
+    """Use :data:`QUIET_DAEMON_MODULE` as this classic application's Python daemon when no
+    daemon module is configured; True when it is (or already was) in use.
+
+    Spark limit (4.3): ``spark.python.daemon.module`` is read from the SparkContext's conf
+    when the first Python worker of the application starts, and a session cannot set it.
+    The conf object the JVM reads is the live one (``SparkContext.conf``) and every Python
+    runner reads the daemon module from it when it is created (workers are pooled per
+    daemon module), so setting it there takes effect for the runners created afterwards.
+    Can go when Spark's daemon stops printing a traceback for a worker it stopped reading.
+    """
+    if is_connect(spark):
+        return QUIET_DAEMON_MODULE in str(spark.conf.get(_DAEMON_CONF, "") or "")
+    conf = spark.sparkContext._jsc.sc().conf()
+    current = conf.get(_DAEMON_CONF, "")
+    if current:
+        return bool(current == QUIET_DAEMON_MODULE)
+    import importlib.util
+
+    if importlib.util.find_spec(QUIET_DAEMON_MODULE) is None:
+        return False
+    conf.set(_DAEMON_CONF, QUIET_DAEMON_MODULE)
+    return True
+
+
+_DATA_SOURCE_MANAGER_LOGGER = "org.apache.spark.sql.execution.datasources.DataSourceManager"
+
+
+def quiet_reregistration(spark: SparkSession) -> None:
+    """``register`` replaces the ``lance`` source Spark discovered by itself (pyspark_lance)
+    with one that carries the session's settings, and Spark's DataSourceManager logs a
+    WARN saying so. Only that logger is set to ERROR (classic; a Connect server logs on its
+    side). Can go when Spark stops warning about a deliberate re-registration."""
+    if is_connect(spark):
+        return
+    jvm: Any = spark.sparkContext._jvm
+    level = jvm.org.apache.logging.log4j.Level.ERROR
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        _DATA_SOURCE_MANAGER_LOGGER, level
+    )
 
 
 def companion_enabled(spark: SparkSession) -> bool:

@@ -486,8 +486,12 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         return table.history(command.arg("limit"))
     if kind == "RESTORE":
         if command.arg("version") is not None:
-            return table.restoreToVersion(command.arg("version"))
-        return table.restoreToTimestamp(command.arg("timestamp"))
+            restored = table.restoreToVersion(command.arg("version"))
+        else:
+            restored = table.restoreToTimestamp(command.arg("timestamp"))
+        # The restored version's columns may differ from the catalog entry's.
+        refresh_catalog_entry(spark, run, command.table, table.uri)
+        return restored
     if kind == "OPTIMIZE":
         return table.optimize().executeCompaction()
     if kind == "REFRESH TABLE":

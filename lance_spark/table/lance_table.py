@@ -279,7 +279,9 @@ class LanceTable:
 
             t.restoreToVersion(1).show()
         """
-        return history.restore(self._context, TimeTravel(version=int(version)))
+        restored = history.restore(self._context, TimeTravel(version=int(version)))
+        self._refresh_catalog()  # the restored columns may differ from the entry's
+        return restored
 
     def restoreToTimestamp(self, timestamp: str | datetime) -> DataFrame:
         """Restore the latest version committed at or before ``timestamp`` (no zone: UTC).
@@ -289,7 +291,9 @@ class LanceTable:
             t.restoreToTimestamp("2030-01-01T00:00:00Z")
         """
         when = parse_timestamp(timestamp) if isinstance(timestamp, str) else history.utc(timestamp)
-        return history.restore(self._context, TimeTravel(timestamp=when))
+        restored = history.restore(self._context, TimeTravel(timestamp=when))
+        self._refresh_catalog()
+        return restored
 
     # --- tags ---------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""``lance_spark.configure`` / ``spark_conf``: the settings that load the JVM companion (no JVM)."""
+"""``lance_spark.configure`` / ``spark_conf``: the settings that load the JVM companion and the
+quiet Python daemon (no JVM)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ def test_configure_keeps_what_the_builder_has() -> None:
     assert options["spark.sql.extensions"] == (
         "io.delta.sql.DeltaSparkSessionExtension,lance_spark.companion.LanceExtensions"
     )
+    assert options["spark.python.daemon.module"] == "lance_spark_daemon"
+    # A daemon module the user chose is kept.
+    mine = SparkSession.builder.config("spark.python.daemon.module", "my_daemon")
+    kept = lance_spark.configure(mine)._options  # type: ignore[attr-defined]
+    assert kept["spark.python.daemon.module"] == "my_daemon"
     # Idempotent: configuring twice adds nothing.
     again = lance_spark.configure(builder)._options  # type: ignore[attr-defined]
     assert again["spark.jars"] == options["spark.jars"]
@@ -26,5 +32,6 @@ def test_spark_conf_names_the_jar_shipped_in_the_package() -> None:
     assert conf == {
         "spark.jars": lance_spark.companion_jar(),
         "spark.sql.extensions": "lance_spark.companion.LanceExtensions",
+        "spark.python.daemon.module": "lance_spark_daemon",
     }
     assert lance_spark.companion_jar().endswith("lance_spark/jars/lance-spark-companion.jar")

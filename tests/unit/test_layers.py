@@ -15,6 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "lance_spark"
 LAYERS = {
     "lance_spark.errors": 0,
     "lance_spark._version": 0,
+    "lance_spark._quiet": 0,
     "lance_spark._spark": 1,
     "lance_spark.source": 2,
     "lance_spark.table": 3,
