@@ -28,8 +28,15 @@ from sqlglot.tokenizer_core import Token, TokenType
 from lance_spark import _spark
 from lance_spark.errors import SchemaMismatchError, SqlSyntaxError
 from lance_spark.source import types as _types
-from lance_spark.sql.targets import lance_table, parse_sql, path_of, refresh_catalog_entry
+from lance_spark.sql.targets import (
+    lance_table,
+    parse_sql,
+    path_of,
+    refresh_catalog_entry,
+    table_name,
+)
 from lance_spark.table import LanceTable
+from lance_spark.table import detail as _detail
 from lance_spark.table import schema as _schema
 
 Run = Callable[..., DataFrame]
@@ -168,6 +175,8 @@ _GRAMMAR = {
     "UNSET TBLPROPERTIES": "ALTER TABLE table UNSET TBLPROPERTIES [IF EXISTS] ('key', ...)",
     "SHOW TBLPROPERTIES": "SHOW TBLPROPERTIES table [('key')]",
     "REFRESH TABLE": "REFRESH TABLE table",
+    "DESCRIBE DETAIL": "DESCRIBE DETAIL table",
+    "DESCRIBE EXTENDED": "DESCRIBE [TABLE] {EXTENDED | FORMATTED} table",
 }
 # ALTER TABLE forms that would make the catalog and the Lance table disagree and that Lance
 # cannot apply: refused on Lance tables, with what to do instead.
@@ -214,7 +223,14 @@ def parse_command(text: str) -> Command | None:
         index_name = cursor.name_or_none()
         if index_name is None or not cursor.accept("ON"):
             return None
-    table = cursor.table()
+    token = cursor.peek()
+    table: exp.Table | None
+    if kind == "DESCRIBE DETAIL" and token is not None and token.token_type == TokenType.STRING:
+        # Delta's DESCRIBE DETAIL '/path': the same as lance.`/path`
+        cursor.pos += 1
+        table = exp.Table(this=exp.to_identifier(str(token.text), quoted=True), db="lance")
+    else:
+        table = cursor.table()
     if table is None:
         return None
     if kind == "ALTER TABLE":
@@ -253,6 +269,11 @@ def parse_command(text: str) -> Command | None:
 def _command_kind(cursor: _Cursor) -> str | None:
     if cursor.accept("DESCRIBE", "HISTORY"):
         return "DESCRIBE HISTORY"
+    if cursor.accept("DESCRIBE", "DETAIL"):
+        return "DESCRIBE DETAIL"
+    for words in (("DESCRIBE", "TABLE"), ("DESCRIBE",), ("DESC", "TABLE"), ("DESC",)):
+        if cursor.accept(*words, "EXTENDED") or cursor.accept(*words, "FORMATTED"):
+            return "DESCRIBE EXTENDED"
     if cursor.accept("RESTORE"):
         cursor.accept("TABLE")
         return "RESTORE"
@@ -449,6 +470,17 @@ def _show_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     return (("key", key),)
 
 
+def _describe_detail(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    cursor.end("DESCRIBE DETAIL")
+    return ()
+
+
+def _describe_extended(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    if cursor.peek() is not None:  # a column or a partition spec: Spark's own statement
+        raise SqlSyntaxError("DESCRIBE EXTENDED of a column is Spark's")
+    return ()
+
+
 def _refresh(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     cursor.end("REFRESH TABLE")
     return ()
@@ -456,6 +488,8 @@ def _refresh(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
 
 _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
     "REFRESH TABLE": _refresh,
+    "DESCRIBE DETAIL": _describe_detail,
+    "DESCRIBE EXTENDED": _describe_extended,
     "SHOW TBLPROPERTIES": _show_properties,
     "RENAME COLUMN": _rename_column,
     "DROP COLUMNS": _drop_columns,
@@ -480,6 +514,8 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     if table is None:
         return None  # not a Lance table: Spark's result or error
     if command.error is not None:
+        if command.kind == "DESCRIBE EXTENDED":
+            return None  # DESCRIBE EXTENDED t column: Spark's
         raise command.error
     kind = command.kind
     if kind == "DESCRIBE HISTORY":
@@ -494,6 +530,11 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         return restored
     if kind == "OPTIMIZE":
         return table.optimize().executeCompaction()
+    if kind == "DESCRIBE EXTENDED":
+        return _describe_extended_rows(spark, run, text, table)
+    if kind == "DESCRIBE DETAIL":
+        by_name = path_of(command.table) is None
+        return _detail.detail(table._context, name=table_name(command.table) if by_name else None)
     if kind == "REFRESH TABLE":
         # The catalog entry re-created from the Lance table (its columns may have changed
         # outside SQL), then Spark's own REFRESH (cached data).
@@ -532,6 +573,26 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         else:
             refresh_catalog_entry(spark, run, command.table, table.uri)
     return _no_rows(spark)
+
+
+def _describe_extended_rows(
+    spark: SparkSession, run: Run, text: str, table: LanceTable
+) -> DataFrame:
+    """Spark's DESCRIBE EXTENDED of a Python data source table, with what Spark leaves out:
+    the provider, the location and the type (the entry was created with a LOCATION)."""
+    result = run(text)
+    rows = [tuple(r) for r in result.collect()]
+    config = _schema.properties(table._open())
+    facts = {
+        "Provider": "lance",
+        "Location": table.uri,
+        "Type": "EXTERNAL",
+        "Table Properties": "[" + ", ".join(f"{k}={v}" for k, v in sorted(config.items())) + "]",
+    }
+    out = [(c, facts.get(str(c).strip(), d) if d is not None else d, m) for c, d, m in rows]
+    present = {str(c).strip() for c, _, _ in rows}
+    out += [(k, v, "") for k, v in facts.items() if k not in present]
+    return spark.createDataFrame(out, result.schema)
 
 
 def _rename(spark: SparkSession, table: LanceTable, command: Command) -> None:

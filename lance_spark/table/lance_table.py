@@ -30,6 +30,7 @@ from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import TimeTravel, parse_timestamp
 from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import changes as _dml
+from lance_spark.table import detail as _detail
 from lance_spark.table import history, maintenance, schema
 from lance_spark.table import search as _search
 from lance_spark.table.catalog import recreate_entry
@@ -392,6 +393,23 @@ class LanceTable:
             t.dropIndex("id_idx")
         """
         maintenance.drop_index(self._context, name)
+
+    # --- description ----------------------------------------------------------------------
+
+    def detail(self) -> DataFrame:
+        """One row describing the table, as Delta's ``DESCRIBE DETAIL``: ``format``
+        (``lance``), ``id`` (null: Lance tables have none), ``name`` (when opened with
+        :meth:`forName`), ``location``, ``version``, ``createdAt`` (the oldest surviving
+        version's commit time), ``lastModified``, ``partitionColumns`` (always empty),
+        ``numFragments``, ``numFiles`` (data files), ``numDeletionFiles``, ``sizeInBytes`` (of
+        the data files), ``numRows``, ``numDeletedRows``, ``schema``, ``indexes``, ``tags``,
+        ``storageFormatVersion``, ``stableRowIds`` and ``properties``.
+
+        Example::
+
+            t.detail().select("version", "numFiles", "sizeInBytes").show()
+        """
+        return _detail.detail(self._context, name=self._name)
 
     # --- search -------------------------------------------------------------------------------
 
