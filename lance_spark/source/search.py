@@ -420,10 +420,7 @@ def _returned_columns(
         columns = [columns]
     missing = [c for c in columns if c not in names]
     if missing:
-        raise ColumnNotFoundError(
-            f"column {missing[0]!r} does not exist in the Lance table at {uri!r}; "
-            f"columns: {', '.join(names)}"
-        )
+        raise _not_found(ds, uri, missing[0])
     wanted = set(columns)
     return tuple(n for n in names if n in wanted)
 
@@ -471,10 +468,7 @@ def _vector_column(ds: lance.LanceDataset, uri: str, column: str | None) -> tupl
             )
         column = next(iter(vectors))
     if column not in ds.schema.names:
-        raise ColumnNotFoundError(
-            f"column {column!r} does not exist in the Lance table at {uri!r}; "
-            f"columns: {', '.join(ds.schema.names)}"
-        )
+        raise _not_found(ds, uri, column)
     if column not in vectors:
         raise InvalidOptionError(
             f"column {column!r} is {ds.schema.field(column).type}, not a vector of numbers; "
@@ -483,6 +477,13 @@ def _vector_column(ds: lance.LanceDataset, uri: str, column: str | None) -> tupl
         )
     dimension, value_type = vectors[column]
     return column, dimension, value_type
+
+
+def _not_found(ds: lance.LanceDataset, uri: str, column: str) -> ColumnNotFoundError:
+    return ColumnNotFoundError(
+        f"column {column!r} does not exist in the Lance table at {uri!r}; "
+        f"columns: {', '.join(ds.schema.names)}"
+    )
 
 
 def _indexes_on(ds: lance.LanceDataset, column: str) -> list[Any]:
@@ -513,10 +514,7 @@ def _text_columns(ds: lance.LanceDataset, uri: str, column: str | None) -> tuple
             )
         return ()
     if column not in ds.schema.names:
-        raise ColumnNotFoundError(
-            f"column {column!r} does not exist in the Lance table at {uri!r}; "
-            f"columns: {', '.join(ds.schema.names)}"
-        )
+        raise _not_found(ds, uri, column)
     if column not in indexed:
         raise InvalidOptionError(
             f"text search on column {column!r} needs an INVERTED index on it; create one with "
