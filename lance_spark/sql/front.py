@@ -35,6 +35,7 @@ from lance_spark.source import writer as _writer
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.session import DEFAULTS_ATTR
+from lance_spark.sql import params
 from lance_spark.sql.search import resolve_table_names
 from lance_spark.sql.targets import parse_sql
 
@@ -62,10 +63,14 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
     @functools.wraps(original)
     def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:
         sqlQuery = resolve_table_names(spark, sqlQuery)
-        if args is None and not kwargs:
-            handled = _dispatch(spark, original, sqlQuery)
-            if handled is not None:
-                return handled
+        if not kwargs:
+            # With args: the statement with its markers bound, for the front's statements
+            # only; anything else goes to Spark as given, which binds them itself.
+            bound = sqlQuery if args is None else params.bind(sqlQuery, args)
+            if bound is not None:
+                handled = _dispatch(spark, original, bound)
+                if handled is not None:
+                    return handled
         return original(sqlQuery, args, **kwargs)
 
     spark.sql = sql  # type: ignore[method-assign]
