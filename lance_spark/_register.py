@@ -8,18 +8,21 @@ import warnings
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import DataFrame, SparkSession
 
 from lance_spark import _spark, sql
 from lance_spark.errors import LanceSparkError
-from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
+from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
+from lance_spark.source.reader import uri_from_schema
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
     checked_storage,
+    lance_reader,
     redact_storage_options,
     reset_private_formats,
+    session_storage,
     source_class,
     storage_conf,
 )
@@ -79,6 +82,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     _spark.register_table_function(spark, SEARCH_FUNCTION, search_udtf(storage))
     sql.install(spark, defaults)
     _spark.install_thread_sessions()  # writes from any Python thread (see _spark)
+    _spark.install_table_time_travel(_time_travel_table)
     _check_workers(spark)  # before the daemon module changes: Spark's own daemon runs the probe
     _spark.quiet_python_daemon(spark)  # no traceback per worker after show() (see _spark)
     if not _spark.enable_companion(spark):
@@ -118,6 +122,23 @@ def spark_conf() -> dict[str, str]:
 
 _warned = threading.Event()
 _checked_apps: set[str] = set()
+
+
+_TIME_TRAVEL_OPTIONS = frozenset({"versionasof", "timestampasof", "version", "tag"})
+
+
+def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) -> DataFrame | None:
+    """``spark.read.options(...).table(name)`` of a Lance catalog table asked for an old
+    version: the same read by path (None: Spark's own ``table``)."""
+    if not {k.lower() for k in options} & _TIME_TRAVEL_OPTIONS:
+        return None
+    try:
+        uri = uri_from_schema(spark.table(name).schema)
+    except AnalysisException:
+        return None  # Spark's own table() reports it
+    if not uri:
+        return None
+    return lance_reader(spark, session_storage(spark)).options(**options).load(_normalise_uri(uri))
 
 
 def _probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
