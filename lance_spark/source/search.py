@@ -210,14 +210,24 @@ def query_vector(plan: SearchPlan, vector: Any) -> np.ndarray:
 # --- inside tasks ---------------------------------------------------------------------------
 
 
-def search_table(plan: SearchPlan, queries: np.ndarray | None = None) -> pa.Table:
+def open_pinned(plan: SearchPlan) -> lance.LanceDataset:
+    """The version ``plan`` searches (open it once per task)."""
+    return dataset.open_version(plan.uri, plan.version, storage=plan.storage)
+
+
+def search_table(
+    plan: SearchPlan,
+    queries: np.ndarray | None = None,
+    *,
+    ds: lance.LanceDataset | None = None,
+) -> pa.Table:
     """Run ``plan`` (its own query, or ``queries``: a 2-D array, one query per row) on the
-    pinned version. A batch result starts with Lance's ``query_index`` column."""
-    ds = dataset.open_version(plan.uri, plan.version, storage=plan.storage)
-    filter_ = plan.filter
+    pinned version (``ds`` when the caller has it open). A batch result starts with Lance's
+    ``query_index`` column."""
+    ds = ds if ds is not None else open_pinned(plan)
     common: dict[str, Any] = {
-        "filter": filter_,
-        "prefilter": filter_ is not None,
+        "filter": plan.filter,
+        "prefilter": plan.filter is not None,
         "disable_scoring_autoprojection": True,
     }
     if plan.text is not None:
@@ -230,10 +240,8 @@ def search_table(plan: SearchPlan, queries: np.ndarray | None = None) -> pa.Tabl
             limit=plan.k,
             **common,
         )
-    q: Any = queries if queries is not None else np.asarray(plan.vector)
+    q = np.asarray(plan.vector) if queries is None else list(queries)
     nearest: dict[str, Any] = {"column": plan.column, "q": q, "k": plan.k}
-    if queries is not None:
-        nearest["q"] = list(queries)
     if plan.metric is not None:
         nearest["metric"] = plan.metric
     if plan.nprobes is not None:
@@ -267,13 +275,15 @@ def nearest_batches(
     the query row's columns, the table's, ``_distance`` and ``_rank`` (1 = nearest). A row
     whose query vector is null has no neighbours (as a null join key matches nothing)."""
     target = plan.result_schema
+    ds: lance.LanceDataset | None = None  # opened once per task, at the first query
     for batch in batches:
         for start in range(0, batch.num_rows, NEAREST_CHUNK_ROWS):
             chunk = batch.slice(start, NEAREST_CHUNK_ROWS)
             rows, vectors = _query_vectors(plan, query_column, chunk)
             if rows.size == 0:
                 continue
-            found = search_table(plan, vectors)
+            ds = ds if ds is not None else open_pinned(plan)
+            found = search_table(plan, vectors, ds=ds)
             if found.num_rows == 0:
                 continue
             found = found.sort_by([(_QUERY_INDEX, "ascending"), (DISTANCE_COLUMN, "ascending")])
@@ -282,7 +292,7 @@ def nearest_batches(
             neighbours = conform_read_batch(
                 pa.RecordBatch.from_arrays(
                     [found.column(name).combine_chunks() for name in target.names],
-                    schema=target,
+                    names=target.names,
                 ),
                 target,
             )
