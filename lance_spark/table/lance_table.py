@@ -28,6 +28,7 @@ from lance_spark import _spark
 from lance_spark.errors import InvalidOptionError, TableNotFoundError
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import TimeTravel, parse_timestamp
+from lance_spark.source.search import plan_search
 from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import changes as _dml
 from lance_spark.table import detail as _detail
@@ -445,19 +446,21 @@ class LanceTable:
             t.search(q, k=10, filter="label = 'cat'", nprobes=20)
             t.search(text="tabby cat", column="caption", k=3).show()
         """
-        return _search.search(
-            self._context,
-            vector,
+        plan = plan_search(
+            self._uri,
+            storage=self._storage,
+            vector=vector,
+            text=text,
             k=k,
             column=column,
             filter=filter,
             nprobes=nprobes,
             refine_factor=refine_factor,
             metric=metric,
-            text=text,
             columns=columns,
             version=version,
         )
+        return _search.search(self._context, plan)
 
     def nearest(
         self,
@@ -492,19 +495,24 @@ class LanceTable:
             pairs = t.nearest(queries, column="embedding", k=5, columns=["id", "label"])
             pairs.where("_rank = 1").show()
         """
-        return _search.nearest(
-            self._context,
-            queries,
-            column=column,
+        if not isinstance(queries, DataFrame):
+            raise InvalidOptionError(
+                f"nearest takes a DataFrame of query vectors, not {type(queries).__name__}"
+            )
+        plan = plan_search(
+            self._uri,
+            storage=self._storage,
             k=k,
-            query_column=query_column,
-            columns=columns,
+            column=column,
             filter=filter,
             nprobes=nprobes,
             refine_factor=refine_factor,
             metric=metric,
+            columns=columns,
             version=version,
+            vector_from_rows=True,
         )
+        return _search.nearest(self._context, queries, plan, query_column=query_column)
 
     # --- schema changes -----------------------------------------------------------------------
 

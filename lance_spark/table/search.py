@@ -10,8 +10,7 @@ the neighbours of its rows, a batch of query vectors per Lance call.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -23,71 +22,17 @@ from lance_spark.source.search import SearchPlan
 from lance_spark.table.context import TableContext
 
 
-def search(
-    table: TableContext,
-    vector: Any,
-    *,
-    k: int,
-    column: str | None,
-    filter: str | None,
-    nprobes: int | None,
-    refine_factor: int | None,
-    metric: str | None,
-    text: str | None,
-    columns: Sequence[str] | None,
-    version: int | str | None,
-) -> DataFrame:
-    """See :meth:`LanceTable.search`."""
-    plan = _search.plan_search(
-        table.uri,
-        storage=table.storage,
-        vector=vector,
-        text=text,
-        k=k,
-        column=column,
-        filter=filter,
-        nprobes=nprobes,
-        refine_factor=refine_factor,
-        metric=metric,
-        columns=columns,
-        version=version,
-    )
+def search(table: TableContext, plan: SearchPlan) -> DataFrame:
+    """See :meth:`LanceTable.search`: ``plan``'s one query, in one Spark task."""
     task = functools.partial(_one_search, plan)
     return table.spark.range(1, numPartitions=1).mapInArrow(task, plan.spark_schema)
 
 
 def nearest(
-    table: TableContext,
-    queries: DataFrame,
-    *,
-    column: str | None,
-    k: int,
-    query_column: str | None,
-    columns: Sequence[str] | None,
-    filter: str | None,
-    nprobes: int | None,
-    refine_factor: int | None,
-    metric: str | None,
-    version: int | str | None,
+    table: TableContext, queries: DataFrame, plan: SearchPlan, *, query_column: str | None
 ) -> DataFrame:
-    """See :meth:`LanceTable.nearest`."""
-    if not isinstance(queries, DataFrame):
-        raise InvalidOptionError(
-            f"nearest takes a DataFrame of query vectors, not {type(queries).__name__}"
-        )
-    plan = _search.plan_search(
-        table.uri,
-        storage=table.storage,
-        k=k,
-        column=column,
-        filter=filter,
-        nprobes=nprobes,
-        refine_factor=refine_factor,
-        metric=metric,
-        columns=columns,
-        version=version,
-        vector_from_rows=True,
-    )
+    """See :meth:`LanceTable.nearest`: ``plan`` (made with ``vector_from_rows``) for every
+    row of ``queries``, in the queries' own partitions."""
     query_schema = queries.schema
     name = _query_column(query_schema, query_column or plan.column or "")
     schema = _search.nearest_schema(plan, query_schema)
