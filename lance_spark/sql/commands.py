@@ -25,7 +25,6 @@ from sqlglot import expressions as exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokenizer_core import Token, TokenType
 
-from lance_spark import _spark
 from lance_spark.errors import SchemaMismatchError, SqlSyntaxError
 from lance_spark.source import types as _types
 from lance_spark.sql.targets import (
@@ -36,6 +35,7 @@ from lance_spark.sql.targets import (
     table_name,
 )
 from lance_spark.table import LanceTable
+from lance_spark.table import catalog as _catalog
 from lance_spark.table import detail as _detail
 from lance_spark.table import schema as _schema
 
@@ -542,7 +542,7 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         return run(text)
     if kind == "SHOW TBLPROPERTIES":
         # Spark shows a Python data source table's properties as empty: Lance's are these.
-        config = _schema.properties(table._open())
+        config = _catalog.properties(table._open())
         key = command.arg("key")
         rows = sorted(config.items()) if key is None else [(key, config.get(key))]
         if key is not None and key not in config:
@@ -582,7 +582,7 @@ def _describe_extended_rows(
     the provider, the location and the type (the entry was created with a LOCATION)."""
     result = run(text)
     rows = [tuple(r) for r in result.collect()]
-    config = _schema.properties(table._open())
+    config = _catalog.properties(table._open())
     facts = {
         "Provider": "lance",
         "Location": table.uri,
@@ -596,19 +596,16 @@ def _describe_extended_rows(
 
 
 def _rename(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    _schema.rename_column(table._context, command.arg("old"), command.arg("new"))
+    table.renameColumn(command.arg("old"), command.arg("new"))
 
 
 def _drop(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    columns = list(command.arg("columns"))
-    _schema.drop_columns(table._context, columns, if_exists=command.arg("if_exists"))
+    table.dropColumns(*command.arg("columns"), ifExists=command.arg("if_exists"))
 
 
 def _alter(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    type_text = command.arg("type")
-    data_type = None if type_text is None else _spark.parse_data_type(spark, type_text)
-    _schema.alter_column(
-        table._context, command.arg("column"), data_type=data_type, comment=command.arg("comment")
+    table.alterColumn(
+        command.arg("column"), dataType=command.arg("type"), comment=command.arg("comment")
     )
 
 

@@ -42,13 +42,10 @@ def refresh_catalog_entry(
     was created with, and asks the data source again only for a new entry."""
     if path_of(table) is not None:
         return
-    from lance_spark.source.dataset import open_latest
     from lance_spark.source.session import session_storage
     from lance_spark.table.catalog import recreate_entry
-    from lance_spark.table.schema import properties
 
-    config = properties(open_latest(uri, storage=session_storage(spark)))
-    recreate_entry(spark, table_name(table), uri, config, run=run)
+    recreate_entry(spark, table_name(table), uri, session_storage(spark), run=run)
 
 
 def path_of(table: exp.Table) -> str | None:

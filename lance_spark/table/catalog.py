@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import lance
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_spark._spark import sql_string
+from lance_spark.source import dataset
 from lance_spark.source.datasource import FORMAT_NAME
 
 Run = Callable[..., DataFrame]
@@ -22,21 +24,28 @@ RESERVED_PROPERTIES = frozenset(
 )
 
 
+def properties(ds: lance.LanceDataset) -> dict[str, str]:
+    """The table's properties (Lance's table config)."""
+    return {str(k): str(v) for k, v in ds.config().items()}
+
+
 def recreate_entry(
     spark: SparkSession,
     name: str,
     uri: str,
-    properties: Mapping[str, str],
+    storage: Mapping[str, str],
     *,
     run: Run | None = None,
 ) -> None:
-    """Drop and re-create the catalog entry ``name`` of the Lance table at ``uri``.
+    """Drop and re-create the catalog entry ``name`` of the Lance table at ``uri``, with the
+    table's properties (read from its latest version).
 
     ``run`` is the ``spark.sql`` to use (the SQL front passes Spark's own)."""
+    config = properties(dataset.open_latest(uri, storage=storage))
     execute = run or spark.sql
     execute(f"DROP TABLE {name}")
     execute(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
-    kept = {k: v for k, v in properties.items() if k.lower() not in RESERVED_PROPERTIES}
+    kept = {k: v for k, v in config.items() if k.lower() not in RESERVED_PROPERTIES}
     if kept:
         # Not in CREATE TABLE: Spark would hand them to the data source as read options.
         pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(kept.items()))

@@ -21,8 +21,8 @@ from pyspark.sql.types import (
 
 from lance_spark.source import dataset
 from lance_spark.source.types import spark_schema_from_arrow
+from lance_spark.table.catalog import properties
 from lance_spark.table.context import TableContext
-from lance_spark.table.schema import properties
 
 FORMAT = "lance"
 

@@ -561,7 +561,7 @@ class LanceTable:
 
     def _refresh_catalog(self) -> None:
         if self._name is not None:
-            recreate_entry(self._spark, self._name, self._uri, schema.properties(self._open()))
+            recreate_entry(self._spark, self._name, self._uri, self._storage)
 
     # --- schema evolution ---------------------------------------------------------------------
 

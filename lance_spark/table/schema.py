@@ -133,11 +133,6 @@ def unset_properties(table: TableContext, keys: Sequence[str], *, if_exists: boo
         ds.delete_config_keys(present)
 
 
-def properties(ds: lance.LanceDataset) -> dict[str, str]:
-    """The table's properties (Lance's table config)."""
-    return {str(k): str(v) for k, v in ds.config().items()}
-
-
 # --- helpers --------------------------------------------------------------------------------
 
 
