@@ -8,13 +8,13 @@ import warnings
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.errors import AnalysisException, PySparkException
+import sqlglot
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_spark import _spark, sql
 from lance_spark.errors import LanceSparkError
-from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
-from lance_spark.source.reader import uri_from_schema
+from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
@@ -26,6 +26,7 @@ from lance_spark.source.session import (
     source_class,
     storage_conf,
 )
+from lance_spark.sql.targets import lance_table
 
 
 def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None = None) -> None:
@@ -129,16 +130,18 @@ _TIME_TRAVEL_OPTIONS = frozenset({"versionasof", "timestampasof", "version", "ta
 
 def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) -> DataFrame | None:
     """``spark.read.options(...).table(name)`` of a Lance catalog table asked for an old
-    version: the same read by path (None: Spark's own ``table``)."""
+    version: the same read by path (None: Spark's own ``table``). Which table ``name`` means
+    is decided as for SQL statements (views are not the whole table: they stay Spark's)."""
     if not {k.lower() for k in options} & _TIME_TRAVEL_OPTIONS:
         return None
     try:
-        uri = uri_from_schema(spark.table(name).schema)
-    except AnalysisException:
+        target = sqlglot.exp.to_table(name, dialect="spark")
+    except sqlglot.errors.ParseError:
         return None  # Spark's own table() reports it
-    if not uri:
+    table = lance_table(spark, target)
+    if table is None:
         return None
-    return lance_reader(spark, session_storage(spark)).options(**options).load(_normalise_uri(uri))
+    return lance_reader(spark, session_storage(spark)).options(**options).load(table.uri)
 
 
 def _probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
