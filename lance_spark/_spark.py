@@ -956,11 +956,10 @@ def quiet_python_daemon(spark: SparkSession) -> bool:
     """Use :data:`QUIET_DAEMON_MODULE` as this classic application's Python daemon when no
     daemon module is configured; True when it is (or already was) in use.
 
-    Spark limit (4.3): ``spark.python.daemon.module`` is read from the SparkContext's conf
-    when the first Python worker of the application starts, and a session cannot set it.
-    The conf object the JVM reads is the live one (``SparkContext.conf``) and every Python
-    runner reads the daemon module from it when it is created (workers are pooled per
-    daemon module), so setting it there takes effect for the runners created afterwards.
+    Spark limit (4.3): ``spark.python.daemon.module`` is a SparkContext setting that a
+    session cannot set. Every Python runner reads it from the live SparkContext conf when it
+    is created (workers are pooled per daemon module), so setting it there takes effect for
+    the runners created afterwards; a daemon already started keeps running, unused.
     Can go when Spark's daemon stops printing a traceback for a worker it stopped reading.
     """
     if is_connect(spark):
