@@ -55,6 +55,11 @@ class SchemaMismatchError(LanceSparkError, ValueError):
     """Written data does not fit the table's schema (missing, extra or mistyped column)."""
 
 
+class ReplaceWhereMismatchError(LanceSparkError, ValueError):
+    """Rows written with ``replaceWhere`` do not all match its predicate (Delta's
+    ``DELTA_REPLACE_WHERE_MISMATCH``); nothing was committed."""
+
+
 class ColumnNotFoundError(LanceSparkError, ValueError):
     """A column named by the user does not exist in the table."""
 
@@ -65,6 +70,11 @@ class SqlSyntaxError(LanceSparkError, ValueError):
 
 class TableNotFoundError(LanceSparkError, ValueError):
     """No Lance table exists at the given path."""
+
+
+class TableExistsError(LanceSparkError, ValueError):
+    """A write or create that makes a new table found one already there (a catalog name or
+    a Lance table at the location); nothing was written."""
 
 
 class VersionNotFoundError(LanceSparkError, ValueError):

@@ -100,6 +100,26 @@ def overwrite_op(
     return lance.LanceOperation.Overwrite(schema, list(fragments))
 
 
+def replace_op(
+    updated: Sequence[FragmentMetadata],
+    removed: Sequence[int],
+    new: Sequence[FragmentMetadata],
+    *,
+    predicate: str,
+) -> lance.LanceOperation.BaseOperation:
+    """Rows deleted (``updated``: fragments with new deletion files; ``removed``: fragments
+    left empty) and ``new`` fragments appended, as one version."""
+    if not updated and not removed:
+        return append_op(new)
+    if not new:
+        return lance.LanceOperation.Delete(list(updated), list(removed), predicate)
+    return lance.LanceOperation.Update(
+        removed_fragment_ids=list(removed),
+        updated_fragments=list(updated),
+        new_fragments=list(new),
+    )
+
+
 def check_can_add_columns(ds: lance.LanceDataset, new_columns: Sequence[str], *, uri: str) -> None:
     """mergeSchema writes new fragments whose field ids follow the column order; that is only
     right when the table's field ids do too (no column was ever dropped or re-added)."""

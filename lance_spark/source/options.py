@@ -118,6 +118,10 @@ DEDUPE_LOOKBACK = "lance.streaming.dedupe.lookback.versions"
 DEFAULT_DEDUPE_LOOKBACK = 100
 MAX_DEDUPE_LOOKBACK = 10_000
 CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sink
+# Overwrites (Delta's names): replace only the rows matching a predicate, in one version; and
+# replace the table's schema (without it an overwrite keeps the table's columns and types).
+REPLACE_WHERE = "replacewhere"
+OVERWRITE_SCHEMA = "overwriteschema"
 
 WRITE_KEYS = frozenset(
     {
@@ -131,6 +135,8 @@ WRITE_KEYS = frozenset(
         TXN_APP_ID,
         TXN_VERSION,
         DEDUPE_LOOKBACK,
+        REPLACE_WHERE,
+        OVERWRITE_SCHEMA,
     }
 )
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
@@ -151,7 +157,7 @@ STREAM_READ_KEYS = frozenset(
     }
 )
 
-STREAM_WRITE_KEYS = (WRITE_KEYS - {TXN_APP_ID, TXN_VERSION}) | {
+STREAM_WRITE_KEYS = (WRITE_KEYS - {TXN_APP_ID, TXN_VERSION, REPLACE_WHERE, OVERWRITE_SCHEMA}) | {
     STREAMING_QUERY_ID,
     CHECKPOINT_LOCATION,
 }
@@ -175,6 +181,8 @@ _DISPLAY = {
     ENDING_VERSION: "endingVersion",
     ENDING_TIMESTAMP: "endingTimestamp",
     REPORT_OVERWRITES: "reportOverwrites",
+    REPLACE_WHERE: "replaceWhere",
+    OVERWRITE_SCHEMA: "overwriteSchema",
 }
 
 
@@ -248,6 +256,9 @@ class WriteOptions:
     txn_app_id: str | None = None
     txn_version: int | None = None
     streaming_query_id: str | None = None
+    # replaceWhere: the Lance SQL predicate of the rows an overwrite replaces (None: all).
+    replace_where: str | None = None
+    overwrite_schema: bool = False
     dedupe_lookback: int = DEFAULT_DEDUPE_LOOKBACK
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -408,6 +419,13 @@ def parse_write_options(
     kind = "streaming write" if streaming else "write"
     _check_known({k: v for k, v in opts.items() if k not in vector_keys}, known, kind)
     app_id, txn_version = _txn(opts)
+    replace_where = _replace_where(opts)
+    overwrite_schema = _bool(opts, OVERWRITE_SCHEMA, default=False)
+    if replace_where is not None and overwrite_schema:
+        raise InvalidOptionError(
+            "options replaceWhere and overwriteSchema cannot be used together: replaceWhere "
+            "keeps the table's schema (overwrite the whole table to change it)"
+        )
     lookback = _positive_int(opts, DEDUPE_LOOKBACK, DEFAULT_DEDUPE_LOOKBACK)
     if lookback > MAX_DEDUPE_LOOKBACK:
         raise InvalidOptionError(
@@ -428,7 +446,21 @@ def parse_write_options(
         data_storage_version=_non_empty(opts, DATA_STORAGE_VERSION),
         enable_stable_row_ids=_optional_bool(opts, ENABLE_STABLE_ROW_IDS),
         storage=_storage(opts, session_storage),
+        replace_where=replace_where,
+        overwrite_schema=overwrite_schema,
     )
+
+
+def _replace_where(opts: Mapping[str, str]) -> str | None:
+    given = opts.get(REPLACE_WHERE)
+    if given is None:
+        return None
+    if not given.strip():
+        raise InvalidOptionError(
+            "option replaceWhere is empty: give the predicate of the rows to replace, for "
+            "example \"day >= DATE '2026-01-01'\""
+        )
+    return given.strip()
 
 
 def _txn(opts: Mapping[str, str]) -> tuple[str | None, int | None]:

@@ -22,9 +22,9 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lance_spark.errors import SchemaMismatchError
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError
 from lance_spark.source import commit as _commit
-from lance_spark.source import dataset, staging, transactions
+from lance_spark.source import dataset, replace_where, staging, transactions
 from lance_spark.source import types as _types
 from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, combine
 from lance_spark.source.options import WriteOptions
@@ -38,6 +38,7 @@ class WriteMode(Enum):
     APPEND = "append"
     APPEND_NEW_COLUMNS = "append with new columns"  # mergeSchema=true adding columns
     OVERWRITE = "overwrite"
+    REPLACE_WHERE = "replace where"  # overwrite of the rows matching a predicate
 
 
 # TaskResult counts of a write task.
@@ -67,7 +68,7 @@ class LanceWriter(DataSourceArrowWriter):
         counter = _Counter()
         files = staging.TaskFiles(self.uri, self.job_id, storage=self.options.storage)
         relay = ErrorRelay()
-        batches = (counter.count(_types.conform_write_batch(b, self.target)) for b in iterator)
+        batches = (counter.count(self._conform(b)) for b in iterator)
         reader = pa.RecordBatchReader.from_batches(self.target, files.watch(relay.watch(batches)))
         # On failure write_fragments removes what it wrote (checked with pylance 14), so a
         # failed task attempt leaves no files behind; a killed one leaves what `files`
@@ -79,7 +80,7 @@ class LanceWriter(DataSourceArrowWriter):
                 reader,
                 self.uri,
                 schema=self.target,
-                mode="append" if self.mode is WriteMode.APPEND else "overwrite",
+                mode="append" if self.mode in _APPENDING else "overwrite",
                 max_rows_per_file=self.options.max_rows_per_file,
                 max_rows_per_group=self.options.max_rows_per_group,
                 max_bytes_per_file=self.options.max_bytes_per_file,
@@ -97,6 +98,12 @@ class LanceWriter(DataSourceArrowWriter):
             files=tuple(paths),
             counts={ROWS: counter.rows, BYTES: counter.bytes},
         )
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        conformed = _types.conform_write_batch(batch, self.target)
+        if self.options.replace_where is not None:
+            replace_where.check_batch(conformed, self.options.replace_where)
+        return conformed
 
     # --- driver -----------------------------------------------------------------------------
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
@@ -138,10 +145,23 @@ class LanceWriter(DataSourceArrowWriter):
                     )
                     return None
             fragments = list(done.new_fragments)
-            if self.mode is WriteMode.APPEND and not fragments:
+            metrics: dict[str, int] = {}
+            if self.mode is WriteMode.REPLACE_WHERE:
+                deleted = self._delete_replaced(job_id or self.job_id)
+                metrics["numDeletedRows"] = deleted.rows
+                if not deleted.rows and not fragments:
+                    _log.info("replaceWhere on %s: no row to replace or write", self.uri)
+                    return None
+                op = _commit.replace_op(
+                    deleted.updated,
+                    deleted.removed,
+                    fragments,
+                    predicate=self.options.replace_where or "",
+                )
+            elif self.mode is WriteMode.APPEND and not fragments:
                 _log.info("append of zero rows to %s: nothing to commit", self.uri)
                 return None
-            if self.mode is WriteMode.APPEND:
+            elif self.mode is WriteMode.APPEND:
                 op = _commit.append_op(fragments)
             elif self.mode is WriteMode.APPEND_NEW_COLUMNS:
                 op = _commit.add_columns_op(
@@ -161,6 +181,7 @@ class LanceWriter(DataSourceArrowWriter):
                     "numFiles": len(done.files),
                     "numOutputRows": done.counts.get(ROWS, 0),
                     "numOutputBytes": done.counts.get(BYTES, 0),
+                    **metrics,
                 },
                 user_metadata=self.options.user_metadata,
                 app_id=self.app_id,
@@ -174,6 +195,19 @@ class LanceWriter(DataSourceArrowWriter):
                 storage=self.options.storage,
                 enable_stable_row_ids=self._stable_row_ids() if self._creates() else None,
             )
+
+    def _delete_replaced(self, job_id: str) -> replace_where.Deleted:
+        """Deletion files for the rows replaceWhere replaces, recorded in the job."""
+        if self.read_version is None or self.options.replace_where is None:
+            return replace_where.Deleted((), (), 0)  # a new table: nothing to replace
+        files = staging.TaskFiles(self.uri, job_id, storage=self.options.storage)
+        return replace_where.delete_matching(
+            self.uri,
+            self.read_version,
+            self.options.replace_where,
+            storage=self.options.storage,
+            record=lambda paths: files.record(other=paths),
+        )
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         self.abort_results([m for m in messages if isinstance(m, TaskResult)])
@@ -208,6 +242,10 @@ class LanceWriter(DataSourceArrowWriter):
     def _parameters(self) -> dict[str, str]:
         if self.mode is WriteMode.APPEND_NEW_COLUMNS:
             return {"mode": "Append", "mergeSchema": "true"}
+        if self.options.replace_where is not None:
+            return {"mode": "Overwrite", "predicate": self.options.replace_where}
+        if self.mode is WriteMode.OVERWRITE and self.options.overwrite_schema:
+            return {"mode": "Overwrite", "overwriteSchema": "true"}
         return {"mode": self.mode.value.capitalize()}
 
     def _creates(self) -> bool:
@@ -262,7 +300,14 @@ def _plan(
     incoming = pa.schema([f.remove_metadata() for f in incoming])
     vector_sizes = _vector_sizes(options.vector_sizes, incoming)
     storage = options.storage
+    if options.replace_where is not None and not overwrite:
+        raise InvalidOptionError(
+            f"option replaceWhere={options.replace_where!r} replaces the matching rows: it "
+            "needs mode('overwrite'), and this write appends"
+        )
     exists = dataset.table_exists(uri, storage=storage)
+    if exists and overwrite and not options.overwrite_schema:
+        return _plan_overwrite(uri, incoming, options, app_id)
     if exists and not overwrite:
         ds = dataset.open_latest(uri, storage=storage)
         table = ds.schema
@@ -285,6 +330,31 @@ def _plan(
             target = _types.nullable_schema(target)
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
+
+
+def _plan_overwrite(
+    uri: str, incoming: pa.Schema, options: WriteOptions, app_id: str | None
+) -> LanceWriter:
+    """An overwrite that keeps the table's schema (Delta's rule: changing it takes
+    overwriteSchema), of every row or of the rows matching replaceWhere."""
+    ds = dataset.open_latest(uri, storage=options.storage)
+    table = ds.schema
+    predicate = options.replace_where
+    try:
+        target = _types.reconcile_write_schema(
+            incoming, table, merge_schema=options.merge_schema and predicate is None
+        )
+    except SchemaMismatchError as err:
+        advice = (
+            "replaceWhere keeps the table's schema"
+            if predicate is not None
+            else "set overwriteSchema=true to replace the table's schema"
+        )
+        raise SchemaMismatchError(f"{err}; {advice}") from None
+    if predicate is None:
+        return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
+    replace_where.check_predicate(ds, predicate, uri=uri)
+    return LanceWriter(uri, WriteMode.REPLACE_WHERE, int(ds.version), target, options, app_id)
 
 
 def _vector_columns(table: pa.Schema, incoming: pa.Schema) -> dict[str, int]:
@@ -311,6 +381,9 @@ def _vector_sizes(sizes: Mapping[str, int], incoming: pa.Schema) -> dict[str, in
             )
         out[name] = size
     return out
+
+
+_APPENDING = (WriteMode.APPEND, WriteMode.REPLACE_WHERE)  # write against the table's schema
 
 
 class _Counter:

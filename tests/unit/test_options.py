@@ -185,6 +185,8 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "endingversion": "3",
         "endingtimestamp": "2026-02-01",
         "reportoverwrites": "true",
+        "replacewhere": "id > 1",
+        "overwriteschema": "true",
     }
     # txnAppId and txnVersion go together.
     partner = {"txnappid": {"txnVersion": "1"}, "txnversion": {"txnAppId": "a"}}.get(key, {})
