@@ -27,6 +27,7 @@ from lance_spark.source.session import (
     storage_conf,
 )
 from lance_spark.sql.targets import lance_table
+from lance_spark.table import writes
 
 
 def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None = None) -> None:
@@ -83,6 +84,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     _spark.register_table_function(spark, SEARCH_FUNCTION, search_udtf(storage))
     sql.install(spark, defaults)
     _spark.install_thread_sessions()  # writes from any Python thread (see _spark)
+    _spark.install_write_hooks(writes.handle)  # writeTo, saveAsTable, save modes (see there)
     _spark.install_table_time_travel(_time_travel_table)
     _check_workers(spark)  # before the daemon module changes: Spark's own daemon runs the probe
     _spark.quiet_python_daemon(spark)  # no traceback per worker after show() (see _spark)

@@ -493,6 +493,13 @@ def _mtime(info: Mapping[str, Any]) -> float:
 # --- file systems ---------------------------------------------------------------------------------
 
 
+def remove_table(table_uri: str, *, storage: Mapping[str, str]) -> None:
+    """Delete every file of the table at ``table_uri`` (a managed table that was dropped)."""
+    fs, root = _fs(table_uri, storage)
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
 def _remove_empty_dirs(fs: Any, job_root: str) -> None:
     """Local file systems keep empty folders; object stores have none to remove."""
     if not _is_local(fs):

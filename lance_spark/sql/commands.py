@@ -38,6 +38,7 @@ from lance_spark.table import LanceTable
 from lance_spark.table import catalog as _catalog
 from lance_spark.table import detail as _detail
 from lance_spark.table import schema as _schema
+from lance_spark.table import writes as _writes
 
 Run = Callable[..., DataFrame]
 
@@ -531,7 +532,8 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     if kind == "OPTIMIZE":
         return table.optimize().executeCompaction()
     if kind == "DESCRIBE EXTENDED":
-        return _describe_extended_rows(spark, run, text, table)
+        name = table_name(command.table) if path_of(command.table) is None else None
+        return _describe_extended_rows(spark, run, text, table, name=name)
     if kind == "DESCRIBE DETAIL":
         by_name = path_of(command.table) is None
         return _detail.detail(table._context, name=table_name(command.table) if by_name else None)
@@ -576,17 +578,21 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
 
 
 def _describe_extended_rows(
-    spark: SparkSession, run: Run, text: str, table: LanceTable
+    spark: SparkSession, run: Run, text: str, table: LanceTable, *, name: str | None
 ) -> DataFrame:
     """Spark's DESCRIBE EXTENDED of a Python data source table, with what Spark leaves out:
-    the provider, the location and the type (the entry was created with a LOCATION)."""
+    the provider, the location and the type (managed: at its default location)."""
     result = run(text)
     rows = [tuple(r) for r in result.collect()]
     config = _catalog.properties(table._open())
     facts = {
         "Provider": "lance",
         "Location": table.uri,
-        "Type": "EXTERNAL",
+        "Type": (
+            "MANAGED"
+            if name is not None and _writes.is_managed(spark, name, table.uri)
+            else "EXTERNAL"
+        ),
         "Table Properties": "[" + ", ".join(f"{k}={v}" for k, v in sorted(config.items())) + "]",
     }
     out = [(c, facts.get(str(c).strip(), d) if d is not None else d, m) for c, d, m in rows]

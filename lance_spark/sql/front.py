@@ -19,8 +19,9 @@ Handled now:
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
@@ -28,16 +29,22 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from sqlglot import expressions as exp
 
-from lance_spark._spark import sql_string
-from lance_spark.errors import InvalidOptionError, SchemaMismatchError
+from lance_spark._spark import PLAIN_SQL_ATTR, WriteRequest, sql_string
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableExistsError
 from lance_spark.source import dataset
 from lance_spark.source import writer as _writer
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
 from lance_spark.source.options import parse_write_options
-from lance_spark.source.session import DEFAULTS_ATTR
+from lance_spark.source.reader import uri_from_schema
+from lance_spark.source.session import DEFAULTS_ATTR, session_storage
+from lance_spark.source.staging import remove_table
 from lance_spark.sql import params
 from lance_spark.sql.search import resolve_table_names
 from lance_spark.sql.targets import parse_sql
+from lance_spark.table import writes as _writes
+from lance_spark.table.catalog import create_entry
+from lance_spark.table.context import TableContext
+from lance_spark.table.schema import set_properties
 
 _MARKER = "_lance_spark_sql_installed"
 
@@ -51,6 +58,9 @@ class CreateTable:
     options: dict[str, str]
     if_not_exists: bool
     query: str | None = None  # CREATE TABLE ... AS <query>
+    replace: bool = False  # CREATE OR REPLACE TABLE
+    columns: bool = True  # a column list was given
+    properties: dict[str, str] = field(default_factory=dict)  # TBLPROPERTIES
 
 
 def install(spark: SparkSession, defaults: SessionDefaults) -> None:
@@ -59,6 +69,7 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
     if getattr(spark, _MARKER, False):
         return
     original: Callable[..., DataFrame] = spark.sql
+    setattr(spark, PLAIN_SQL_ATTR, original)
 
     @functools.wraps(original)
     def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:
@@ -87,6 +98,8 @@ def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> 
     statement = _create_table_statement(tree)
     if statement is not None:
         return _create_table(spark, run, text, statement)
+    if isinstance(tree, exp.Drop) and str(tree.args.get("kind", "")).upper() == "TABLE":
+        return _drop_table(spark, run, text, tree)
     # DML first: WITH ... MERGE INTO is a statement, not a query to time-travel.
     result = dml.run_statement(spark, run, text)
     if result is None:
@@ -110,11 +123,10 @@ def _create_table_statement(tree: exp.Expr | None) -> CreateTable | None:
     if not isinstance(tree, exp.Create) or str(tree.args.get("kind", "")).upper() != "TABLE":
         return None
     query = tree.expression
-    if query is None and not isinstance(tree.this, exp.Schema):
-        return None  # no column list and no query: Spark calls the source itself
     props = tree.args.get("properties")
     provider = location = None
     options: dict[str, str] = {}
+    properties: dict[str, str] = {}
     for prop in props.expressions if props else []:
         if isinstance(prop, exp.FileFormatProperty):
             provider = prop.this.name
@@ -122,43 +134,53 @@ def _create_table_statement(tree: exp.Expr | None) -> CreateTable | None:
             location = prop.this.name
         elif isinstance(prop, exp.OptionsProperty):
             options = {p.this.name: p.args["value"].name for p in prop.expressions}
+        elif isinstance(prop, exp.Property) and prop.args.get("value") is not None:
+            properties[prop.name] = prop.args["value"].name
     if (provider or "").lower() != FORMAT_NAME:
         return None
-    table = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+    replace = bool(tree.args.get("replace"))
+    columns = isinstance(tree.this, exp.Schema)
+    if query is None and not columns and location is not None and not replace:
+        return None  # an existing table registered: Spark asks the source for the schema
+    table = tree.this.this if columns else tree.this
     return CreateTable(
         name=table.sql(dialect="spark"),
         location=location,
         options=options,
         if_not_exists=bool(tree.args.get("exists")),
         query=None if query is None else query.sql(dialect="spark"),
+        replace=replace,
+        columns=columns,
+        properties=properties,
     )
 
 
 def _create_table_as(
     spark: SparkSession, run: Callable[..., DataFrame], text: str, stmt: CreateTable, query: str
 ) -> DataFrame:
-    """CTAS: Spark's own CTAS would call the writer without the LOCATION (Python data sources
-    get no path), so the query's rows are written to the location by the connector, then the
-    catalog entry is created."""
-    if stmt.location is None:
-        raise InvalidOptionError(
-            f"CREATE TABLE {stmt.name} USING lance AS SELECT ... needs LOCATION 'path'"
-        )
-    if spark.catalog.tableExists(stmt.name):
+    """CTAS and CREATE OR REPLACE: Spark's own would call the writer without the location
+    (Python data sources get no path), so the connector writes the query's rows (one
+    version) and makes the catalog entry, as ``df.writeTo(t).create()`` does."""
+    if not stmt.replace and spark.catalog.tableExists(stmt.name):
         # IF NOT EXISTS: nothing to do; otherwise Spark raises TABLE_OR_VIEW_ALREADY_EXISTS.
         return spark.createDataFrame([], StructType([])) if stmt.if_not_exists else run(text)
-    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
-    uri = _normalise_uri(stmt.location)
-    storage = parse_write_options(stmt.options, session_storage=defaults.storage).storage
-    if dataset.table_exists(uri, storage=storage):
-        raise InvalidOptionError(
-            f"CREATE TABLE {stmt.name} ... AS SELECT: a Lance table already exists at {uri!r}; "
-            f"register it with CREATE TABLE {stmt.name} USING lance LOCATION '{uri}' and "
-            "INSERT INTO it"
-        )
+    properties = dict(stmt.properties)
+    if stmt.location is not None:
+        properties["location"] = stmt.location
     # The session's spark.sql: the query may read Lance tables by path or VERSION AS OF.
-    spark.sql(query).write.format(FORMAT_NAME).options(**stmt.options).mode("append").save(uri)
-    return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
+    frame = spark.sql(query)
+    _writes.handle(
+        WriteRequest(
+            spark=spark,
+            df=frame,
+            call="createOrReplace" if stmt.replace else "create",
+            source=FORMAT_NAME,
+            table=stmt.name,
+            options=dict(stmt.options),
+            properties=properties,
+        )
+    )
+    return spark.createDataFrame([], StructType([]))
 
 
 def _create_table(
@@ -166,19 +188,34 @@ def _create_table(
 ) -> DataFrame:
     if stmt.query is not None:
         return _create_table_as(spark, run, text, stmt, stmt.query)
-    if stmt.location is None:
+    if not stmt.columns:
         raise InvalidOptionError(
-            f"CREATE TABLE {stmt.name} ... USING lance needs LOCATION 'path': the table lives "
-            "at that path, and the catalog keeps a reference to it"
+            f"CREATE {'OR REPLACE ' if stmt.replace else ''}TABLE {stmt.name} USING lance needs "
+            "columns, AS SELECT ..., or the LOCATION of an existing Lance table"
         )
+    if stmt.replace:
+        raise InvalidOptionError(
+            f"CREATE OR REPLACE TABLE {stmt.name} (columns) USING lance is not supported: "
+            "replace with AS SELECT ..., or DROP TABLE and CREATE TABLE"
+        )
+    location = stmt.location or _writes.default_location(spark, stmt.name)
     existed = spark.catalog.tableExists(stmt.name)
-    result = run(text)
+    # A managed table's entry is made external at its default location: Spark's own DROP of
+    # a managed entry (below) would delete the Lance table written there.
+    result = run(text if stmt.location is not None else _with_location(text, location))
     if existed:
         return result  # IF NOT EXISTS on an existing table: Spark did nothing, nor do we
     schema = spark.table(stmt.name).schema
-    uri = _normalise_uri(stmt.location)
+    uri = _normalise_uri(location)
     defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
     options = parse_write_options(stmt.options, session_storage=defaults.storage)
+    if stmt.location is None and dataset.table_exists(uri, storage=options.storage):
+        run(f"DROP TABLE {stmt.name}")
+        raise TableExistsError(
+            f"the location of the new managed table {stmt.name}, {uri!r}, already holds a "
+            f"Lance table: register it with CREATE TABLE {stmt.name} USING lance LOCATION "
+            f"'{uri}', or remove it"
+        )
     if dataset.table_exists(uri, storage=options.storage):
         existing = dataset.open_latest(uri, storage=options.storage).schema
         if [n.lower() for n in existing.names] != [n.lower() for n in schema.names]:
@@ -200,6 +237,41 @@ def _create_table(
         )
         writer.commit([])
     run(f"DROP TABLE {stmt.name}")
+    if stmt.properties:
+        set_properties(TableContext(spark, uri, options.storage), stmt.properties)
     # OPTIONS were for creating the Lance table; storage options may hold secrets, which
     # must not be stored in the catalog.
-    return run(f"CREATE TABLE {stmt.name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
+    create_entry(spark, stmt.name, uri, options.storage)
+    return spark.createDataFrame([], StructType([]))
+
+
+def _with_location(text: str, location: str) -> str:
+    """``text`` with ``LOCATION 'location'`` after its ``USING lance``."""
+    tokens = sqlglot.tokenize(text, read="spark")
+    for using, provider in itertools.pairwise(tokens):
+        if using.text.upper() == "USING" and provider.text.lower() == FORMAT_NAME:
+            end = provider.end + 1
+            return f"{text[:end]} LOCATION {sql_string(location)}{text[end:]}"
+    raise InvalidOptionError(f"no USING {FORMAT_NAME} in {text!r}")
+
+
+def _drop_table(
+    spark: SparkSession, run: Callable[..., DataFrame], text: str, tree: exp.Drop
+) -> DataFrame | None:
+    """DROP TABLE of a managed Lance table deletes its data too (after the entry is gone),
+    as Spark does for its managed tables; an external one keeps it. None: not a Lance table,
+    Spark drops it."""
+    tables = tree.args.get("tables") or []
+    if len(tables) != 1 or not isinstance(tables[0], exp.Table):
+        return None
+    name = tables[0].sql(dialect="spark")
+    if not spark.catalog.tableExists(name):
+        return None  # Spark's error, or nothing with IF EXISTS
+    uri = uri_from_schema(spark.table(name).schema)
+    if uri is None:
+        return None
+    uri = _normalise_uri(uri)
+    result = run(text)
+    if _writes.is_managed(spark, name, uri):
+        remove_table(uri, storage=session_storage(spark))
+    return result

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 import lance
 from pyspark.sql import DataFrame, SparkSession
 
-from lance_spark._spark import sql_string
+from lance_spark._spark import plain_sql, sql_string
 from lance_spark.source import dataset
 from lance_spark.source.datasource import FORMAT_NAME
 
@@ -40,10 +40,21 @@ def recreate_entry(
     """Drop and re-create the catalog entry ``name`` of the Lance table at ``uri``, with the
     table's properties (read from its latest version).
 
-    ``run`` is the ``spark.sql`` to use (the SQL front passes Spark's own)."""
+    ``run`` is the ``spark.sql`` to use (default: Spark's own, never the SQL front's, whose
+    DROP TABLE of a managed table deletes its data)."""
+    execute = run or plain_sql(spark)
     config = properties(dataset.open_latest(uri, storage=storage))
-    execute = run or spark.sql
     execute(f"DROP TABLE {name}")
+    _create(execute, name, uri, config)
+
+
+def create_entry(spark: SparkSession, name: str, uri: str, storage: Mapping[str, str]) -> None:
+    """Create the catalog entry ``name`` of the Lance table at ``uri``, with its properties."""
+    config = properties(dataset.open_latest(uri, storage=storage))
+    _create(plain_sql(spark), name, uri, config)
+
+
+def _create(execute: Run, name: str, uri: str, config: Mapping[str, str]) -> None:
     execute(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
     kept = {k: v for k, v in config.items() if k.lower() not in RESERVED_PROPERTIES}
     if kept:

@@ -11,6 +11,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import lance_spark
+
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 
@@ -79,11 +81,13 @@ def test_overwrite_keeps_vector_columns(spark: SparkSession, table_uri: str) -> 
     assert not os.path.exists(os.path.join(table_uri, "_lance_spark"))
 
 
-def test_overwrite_replaces_rows_and_may_change_schema(spark: SparkSession, table_uri: str) -> None:
+def test_overwrite_replaces_rows_and_changes_schema_with_overwrite_schema(
+    spark: SparkSession, table_uri: str
+) -> None:
     _frame(spark).write.format("lance").mode("append").save(table_uri)
-    spark.range(5).selectExpr("id", "id * 2 AS twice").write.format("lance").mode("overwrite").save(
-        table_uri
-    )
+    spark.range(5).selectExpr("id", "id * 2 AS twice").write.format("lance").option(
+        "overwriteSchema", "true"
+    ).mode("overwrite").save(table_uri)
     ds = lance.dataset(table_uri)
     assert ds.version == 2
     assert ds.schema.names == ["id", "twice"]
@@ -181,9 +185,20 @@ def test_failing_first_write_creates_no_table(spark: SparkSession, table_uri: st
         lance.dataset(table_uri)
 
 
-def test_unsupported_save_modes_fail_in_spark(spark: SparkSession, table_uri: str) -> None:
-    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+def test_error_if_exists_and_ignore_save_modes(spark: SparkSession, table_uri: str) -> None:
+    # ErrorIfExists (the default) creates a new table, and refuses an existing one
+    _frame(spark, n=10).write.format("lance").save(table_uri)
+    assert lance.dataset(table_uri).count_rows() == 10
+    with pytest.raises(lance_spark.TableExistsError, match=r"already exists.*ErrorIfExists"):
         _frame(spark).write.format("lance").save(table_uri)
+    with pytest.raises(lance_spark.TableExistsError):
+        _frame(spark).write.format("lance").mode("error").save(table_uri)
+    # Ignore leaves an existing table alone, and creates a missing one
+    _frame(spark).write.format("lance").mode("ignore").save(table_uri)
+    assert lance.dataset(table_uri).version == 1
+    other = table_uri + "_ignored"
+    _frame(spark, n=3).write.format("lance").mode("ignore").save(other)
+    assert lance.dataset(other).count_rows() == 3
 
 
 def test_bad_write_option_is_named(spark: SparkSession, table_uri: str) -> None:
