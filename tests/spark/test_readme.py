@@ -32,3 +32,4 @@ def test_readme_python_examples_run(spark: SparkSession, tmp_path: Path) -> None
     finally:
         spark.sql("DROP TABLE IF EXISTS pets")
         spark.sql("DROP TABLE IF EXISTS toys")
+        spark.sql("DROP TABLE IF EXISTS pets_copy")
