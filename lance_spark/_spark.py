@@ -342,7 +342,8 @@ def install_write_hooks(handle: WriteHandler) -> None:
             _apply(self, format, mode, partitionBy, options)
             req = WriteRequest(spark=self._spark, call="save", path=path, **state(self))
             if not handle(req):
-                plain_save(self, path)
+                with connector_errors(req.source):
+                    plain_save(self, path)
 
         @functools.wraps(plain_table)
         def saveAsTable(
@@ -402,6 +403,38 @@ def install_write_hooks(handle: WriteHandler) -> None:
     v1(ConnectWriter, connect_v1)
     v2(DataFrameWriterV2, classic_v2)
     v2(ConnectWriterV2, connect_v2)
+
+
+# A connector error raised in a write task, as Spark's error text shows it.
+_TASK_ERROR = re.compile(r"lance_spark\.errors\.(\w+): (.*?)(?:\n SQLSTATE|\n\tat |\n\n|\Z)", re.S)
+
+
+@contextmanager
+def connector_errors(source: str | None) -> Iterator[None]:
+    """A ``lance`` write whose Spark job failed with a connector error (raised in a task or
+    by the source's planning) raises that error, as its own type, from Spark's.
+
+    Spark limit (4.3): a Python data source's errors reach the caller as Spark's
+    ``PythonException`` / ``AnalysisException`` text; only the text names the connector's
+    error type. Can go when Spark keeps a Python worker's exception type."""
+    from pyspark.errors import PySparkException
+
+    from lance_spark import errors
+
+    try:
+        yield
+    except PySparkException as err:
+        match = _TASK_ERROR.search(str(err)) if (source or "").lower() == "lance" else None
+        found = getattr(errors, match.group(1), None) if match else None
+        translated = None
+        if match and isinstance(found, type) and issubclass(found, errors.LanceSparkError):
+            try:
+                translated = found(match.group(2).strip())
+            except TypeError:  # an error type that needs more than its message
+                translated = None
+        if translated is None:
+            raise
+        raise translated from err
 
 
 def _apply(

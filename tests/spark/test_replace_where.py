@@ -9,6 +9,8 @@ import lance
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+import lance_spark
+
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 NEW_YEAR = "day >= DATE '2026-01-01'"
@@ -68,7 +70,7 @@ def test_replace_where_with_a_row_outside_the_predicate_commits_nothing(
     _days(spark, 0, 12, "old").write.format("lance").mode("append").save(table_uri)
     before = _files(table_uri)
     bad = _days(spark, 3, 4, "new")  # ids 3 and 4 are 2025 days
-    with pytest.raises(Exception, match=r"DELTA_REPLACE_WHERE_MISMATCH.*day >= DATE"):
+    with pytest.raises(lance_spark.ReplaceWhereMismatchError, match=r"MISMATCH.*day >= DATE"):
         bad.write.format("lance").option("replaceWhere", NEW_YEAR).mode("overwrite").save(table_uri)
     ds = lance.dataset(table_uri)
     assert ds.version == 1 and ds.count_rows() == 12
@@ -78,7 +80,7 @@ def test_replace_where_with_a_row_outside_the_predicate_commits_nothing(
 def test_replace_where_null_does_not_match(spark: SparkSession, table_uri: str) -> None:
     _days(spark, 0, 8, "old").write.format("lance").mode("append").save(table_uri)
     nulls = spark.range(1).selectExpr("100 AS id", "CAST(NULL AS DATE) AS day", "'n' AS src")
-    with pytest.raises(Exception, match="DELTA_REPLACE_WHERE_MISMATCH"):
+    with pytest.raises(lance_spark.ReplaceWhereMismatchError, match="DELTA_REPLACE_WHERE_MISMATCH"):
         nulls.write.format("lance").option("replaceWhere", NEW_YEAR).mode("overwrite").save(
             table_uri
         )
@@ -103,13 +105,19 @@ def test_replace_where_deleting_whole_fragments_and_writing_nothing(
 def test_replace_where_errors_name_the_option(spark: SparkSession, table_uri: str) -> None:
     _days(spark, 0, 6, "old").write.format("lance").mode("append").save(table_uri)
     new = _days(spark, 5, 1, "new")
-    with pytest.raises(Exception, match=r"replaceWhere.*needs mode\('overwrite'\)"):
+    with pytest.raises(
+        lance_spark.InvalidOptionError, match=r"replaceWhere.*needs mode\('overwrite'\)"
+    ):
         new.write.format("lance").option("replaceWhere", NEW_YEAR).mode("append").save(table_uri)
-    with pytest.raises(Exception, match=r"replaceWhere='nope > 1' cannot be evaluated.*nope"):
+    with pytest.raises(
+        lance_spark.InvalidOptionError, match=r"replaceWhere=.nope > 1. cannot be evaluated.*nope"
+    ):
         new.write.format("lance").option("replaceWhere", "nope > 1").mode("overwrite").save(
             table_uri
         )
-    with pytest.raises(Exception, match="replaceWhere and overwriteSchema cannot be used"):
+    with pytest.raises(
+        lance_spark.InvalidOptionError, match="replaceWhere and overwriteSchema cannot be used"
+    ):
         new.write.format("lance").option("replaceWhere", NEW_YEAR).option(
             "overwriteSchema", "true"
         ).mode("overwrite").save(table_uri)
@@ -121,7 +129,7 @@ def test_overwrite_keeps_the_schema_unless_overwrite_schema(
 ) -> None:
     _days(spark, 0, 6, "old").write.format("lance").mode("append").save(table_uri)
     other = spark.range(3).selectExpr("id", "id * 2 AS twice")
-    with pytest.raises(Exception, match=r"'twice'.*overwriteSchema=true"):
+    with pytest.raises(lance_spark.SchemaMismatchError, match=r"'twice'.*overwriteSchema=true"):
         other.write.format("lance").mode("overwrite").save(table_uri)
     assert lance.dataset(table_uri).version == 1
 
