@@ -125,13 +125,15 @@ _warned = threading.Event()
 _checked_apps: set[str] = set()
 
 
-_TIME_TRAVEL_OPTIONS = frozenset({"versionasof", "timestampasof", "version", "tag"})
+# Read options a catalog table's read cannot take from Spark (see install_table_time_travel).
+_TIME_TRAVEL_OPTIONS = frozenset({"versionasof", "timestampasof", "version", "tag", "branch"})
 
 
 def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) -> DataFrame | None:
     """``spark.read.options(...).table(name)`` of a Lance catalog table asked for an old
-    version: the same read by path (None: Spark's own ``table``). Which table ``name`` means
-    is decided as for SQL statements (views are not the whole table: they stay Spark's)."""
+    version or a branch: the same read by path (None: Spark's own ``table``). Which table
+    ``name`` means is decided as for SQL statements (views are not the whole table: they stay
+    Spark's)."""
     if not {k.lower() for k in options} & _TIME_TRAVEL_OPTIONS:
         return None
     try:
