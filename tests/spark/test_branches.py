@@ -137,18 +137,18 @@ def test_branch_errors(spark: SparkSession, table_uri: str) -> None:
     with pytest.raises(InvalidOptionError, match="'exp' already exists"):
         t.createBranch("exp")
     assert t.createBranch("exp", ifNotExists=True).currentBranch == "exp"
-    with pytest.raises(VersionNotFoundError, match="version 5 .*existing versions: 1"):
+    with pytest.raises(VersionNotFoundError, match=r"version 5 .*existing versions: 1"):
         t.createBranch("late", version=5)
-    with pytest.raises(BranchNotFoundError, match="'nope' does not exist.*branches: main, exp"):
+    with pytest.raises(BranchNotFoundError, match=r"'nope' does not exist.*branches: main, exp"):
         t.deleteBranch("nope")
     t.deleteBranch("nope", ifExists=True)
     with pytest.raises(InvalidOptionError, match="main branch"):
         t.deleteBranch("main")
-    with pytest.raises(BranchNotFoundError, match="'nope' does not exist.*branches: main, exp"):
+    with pytest.raises(BranchNotFoundError, match=r"'nope' does not exist.*branches: main, exp"):
         t.branch("nope")
-    with pytest.raises(Exception, match="'nope' does not exist.*branches: main, exp"):
+    with pytest.raises(Exception, match=r"'nope' does not exist.*branches: main, exp"):
         spark.read.format("lance").option("branch", "nope").load(table_uri).collect()
-    with pytest.raises(Exception, match="'nope' does not exist.*branches: main, exp"):
+    with pytest.raises(Exception, match=r"'nope' does not exist.*branches: main, exp"):
         _append(spark, table_uri, [3], branch="nope")
     with pytest.raises(Exception, match="option branch is empty"):
         spark.read.format("lance").option("branch", " ").load(table_uri).collect()
@@ -175,7 +175,7 @@ def test_branch_errors(spark: SparkSession, table_uri: str) -> None:
     t.deleteBranch("exp")
     assert [r.branch for r in t.listBranches().collect()] == ["main"]
     assert not os.path.exists(os.path.join(table_uri, "tree", "exp"))
-    with pytest.raises(BranchNotFoundError, match="branches: main$"):
+    with pytest.raises(BranchNotFoundError, match=r"branches: main$"):
         t.branch("exp")
 
 
