@@ -752,6 +752,9 @@ def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | N
     ]
     if not references:
         return None
+    inserted = [
+        i.this.this if isinstance(i.this, exp.Schema) else i.this for i in tree.find_all(exp.Insert)
+    ]
     marker = f"__lance_spark_ref_{uuid.uuid4().hex}_"
     frames: dict[str, DataFrame] = {}
     for reference in references:
@@ -760,6 +763,10 @@ def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | N
         bare.set("version", None)
         bare.set("alias", None)
         table = lance_table(spark, bare)
+        if any(reference is target for target in inserted) and not path_of(bare):
+            if table is not None and table.currentBranch != MAIN_BRANCH:
+                raise _insert_into_branch(bare, table.currentBranch)
+            continue  # INSERT INTO a catalog table named db.branch_x: Spark's
         if table is None:
             if travel is None and not path_of(bare):
                 continue  # db.branch_x naming no Lance branch: any other table, Spark's
@@ -780,6 +787,16 @@ def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | N
     for key in frames:
         query = query.replace(marker + key, "{" + key + "}")
     return run(query, **frames)
+
+
+def _insert_into_branch(target: exp.Table, branch: str) -> SqlSyntaxError:
+    reference = branch_reference(target)
+    base = table_name(reference[0]) if reference is not None else table_name(target)
+    return SqlSyntaxError(
+        f"INSERT INTO {table_name(target)}: Spark inserts only into a catalog table; insert "
+        f"into branch {branch!r} with INSERT INTO {base} WITH ('branch' = {branch!r}) ... (a "
+        f"catalog table) or df.write.format('lance').option('branch', {branch!r})"
+    )
 
 
 def _travel(version: exp.Expression | None) -> dict[str, Any]:

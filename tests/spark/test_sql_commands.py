@@ -245,6 +245,15 @@ def test_branches(spark: SparkSession, pets: str) -> None:
     assert _count(spark, "SELECT count(*) FROM pets WHERE label = 'v1'") == 1
     assert _count(spark, "SELECT count(*) FROM pets") == 15
 
+    # Spark's own table options: a read and an INSERT of a catalog table's branch
+    spark.sql("INSERT INTO pets WITH ('branch' = 'exp') SELECT 50, 'v50'")
+    assert 50 in lance.dataset(branch).to_table().to_pydict()["id"]
+    assert 50 not in lance.dataset(pets).to_table().to_pydict()["id"]
+    with_options = "SELECT count(*) FROM pets WITH ('branch' = 'exp', 'version' = '2')"
+    assert _count(spark, with_options) == 12 == len(lance.dataset(branch, version=2).to_table())
+    with pytest.raises(SqlSyntaxError, match=r"INSERT INTO pets WITH \('branch' = 'exp'\)"):
+        spark.sql("INSERT INTO pets.branch_exp SELECT 51, 'v51'")
+
     with pytest.raises(BranchNotFoundError, match=r"'nope' does not exist.*main, exp, head-1"):
         spark.sql("SELECT * FROM pets.branch_nope")
     with pytest.raises(InvalidOptionError, match="'exp' already exists"):
