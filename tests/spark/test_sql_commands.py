@@ -249,6 +249,10 @@ def test_branches(spark: SparkSession, pets: str) -> None:
     spark.sql("INSERT INTO pets WITH ('branch' = 'exp') SELECT 50, 'v50'")
     assert 50 in lance.dataset(branch).to_table().to_pydict()["id"]
     assert 50 not in lance.dataset(pets).to_table().to_pydict()["id"]
+    spark.sql("INSERT OVERWRITE pets WITH ('branch' = 'head-1') SELECT 60, 'v60'")
+    head = os.path.join(pets, "tree", "head-1")
+    assert lance.dataset(head).to_table().to_pydict() == {"id": [60], "label": ["v60"]}
+    assert [int(v["version"]) for v in lance.dataset(pets).versions()] == [1, 2]
     with_options = "SELECT count(*) FROM pets WITH ('branch' = 'exp', 'version' = '2')"
     assert _count(spark, with_options) == 12 == len(lance.dataset(branch, version=2).to_table())
     with pytest.raises(SqlSyntaxError, match=r"INSERT INTO pets WITH \('branch' = 'exp'\)"):
