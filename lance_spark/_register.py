@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_spark import _spark, sql
 from lance_spark.errors import LanceSparkError
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
+from lance_spark.source.options import BRANCH, MAIN_BRANCH
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
@@ -143,7 +144,10 @@ def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) 
     table = lance_table(spark, target)
     if table is None:
         return None
-    return lance_reader(spark, session_storage(spark)).options(**options).load(table.uri)
+    reader = lance_reader(spark, session_storage(spark)).options(**options)
+    if table.currentBranch != MAIN_BRANCH:  # name.branch_b: that branch, as in SQL
+        reader = reader.option(BRANCH, table.currentBranch)
+    return reader.load(table._context.root)
 
 
 def _probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -200,6 +200,9 @@ def test_catalog_table_read_with_a_branch(spark: SparkSession, table_uri: str) -
         exp.addColumns({"twice": "id * 2"})  # the branch's schema only
         read = spark.read.option("branch", "exp").table("branched")
         assert sorted(tuple(r) for r in read.collect()) == [(1, "v1", 2), (2, "v2", 4)]
+        exp.createTag("exp-first", 1)
+        tagged = spark.read.option("tag", "exp-first").table("branched.branch_exp")
+        assert _rows(tagged) == _rows(_frame(spark, [1, 2]))
         assert spark.table("branched").columns == ["id", "label"]  # the entry: main's
         assert lance.dataset(table_uri).schema.names == ["id", "label"]
     finally:
