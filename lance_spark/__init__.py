@@ -16,6 +16,7 @@ from lance_spark._register import configure, register, spark_conf
 from lance_spark._spark import companion_jar
 from lance_spark._version import __version__
 from lance_spark.errors import (
+    BranchNotFoundError,
     CardinalityViolationError,
     ColumnNotFoundError,
     CommitConflictError,
@@ -37,6 +38,7 @@ from lance_spark.source import LanceDataSource
 from lance_spark.table import LanceMergeBuilder, LanceTable
 
 __all__ = [
+    "BranchNotFoundError",
     "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",

@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_spark import _spark, sql
 from lance_spark.errors import LanceSparkError
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
+from lance_spark.source.options import BRANCH, MAIN_BRANCH
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
@@ -127,13 +128,15 @@ _warned = threading.Event()
 _checked_apps: set[str] = set()
 
 
-_TIME_TRAVEL_OPTIONS = frozenset({"versionasof", "timestampasof", "version", "tag"})
+# Read options a catalog table's read cannot take from Spark (see install_table_time_travel).
+_TIME_TRAVEL_OPTIONS = frozenset({"versionasof", "timestampasof", "version", "tag", "branch"})
 
 
 def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) -> DataFrame | None:
     """``spark.read.options(...).table(name)`` of a Lance catalog table asked for an old
-    version: the same read by path (None: Spark's own ``table``). Which table ``name`` means
-    is decided as for SQL statements (views are not the whole table: they stay Spark's)."""
+    version or a branch: the same read by path (None: Spark's own ``table``). Which table
+    ``name`` means is decided as for SQL statements (views are not the whole table: they stay
+    Spark's)."""
     if not {k.lower() for k in options} & _TIME_TRAVEL_OPTIONS:
         return None
     try:
@@ -143,7 +146,10 @@ def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) 
     table = lance_table(spark, target)
     if table is None:
         return None
-    return lance_reader(spark, session_storage(spark)).options(**options).load(table.uri)
+    reader = lance_reader(spark, session_storage(spark)).options(**options)
+    if table.currentBranch != MAIN_BRANCH:  # name.branch_b: that branch, as in SQL
+        reader = reader.option(BRANCH, table.currentBranch)
+    return reader.load(table._context.root)
 
 
 def _probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 __all__ = [
+    "BranchNotFoundError",
     "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",
@@ -79,6 +80,11 @@ class TableExistsError(LanceSparkError, ValueError):
 
 class VersionNotFoundError(LanceSparkError, ValueError):
     """A version, timestamp or tag does not resolve to a version of the table."""
+
+
+class BranchNotFoundError(LanceSparkError, ValueError):
+    """A branch named by the user does not exist in the table; the message lists the ones
+    that do."""
 
 
 class CardinalityViolationError(LanceSparkError, ValueError):

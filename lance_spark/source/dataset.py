@@ -10,16 +10,21 @@ file that cannot be read) become :class:`CorruptTableError` naming the table and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import lance
 
-from lance_spark.errors import CorruptTableError, TableNotFoundError, VersionNotFoundError
+from lance_spark.errors import (
+    BranchNotFoundError,
+    CorruptTableError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from lance_spark.source import staging
-from lance_spark.source.options import TimeTravel
+from lance_spark.source.options import MAIN_BRANCH, TimeTravel
 
 
 def table_exists(uri: str, *, storage: Mapping[str, str]) -> bool:
@@ -52,9 +57,10 @@ def open_version(uri: str, version: int, *, storage: Mapping[str, str]) -> lance
 
 
 def open_resolved(
-    uri: str, travel: TimeTravel, *, storage: Mapping[str, str]
+    uri: str, travel: TimeTravel, *, storage: Mapping[str, str], branch: str | None = None
 ) -> lance.LanceDataset:
-    """Open the version ``travel`` designates (the latest when it designates none)."""
+    """Open the version ``travel`` designates (the latest when it designates none); ``uri``
+    is the location of ``branch`` (None: the main branch), see :func:`branch_location`."""
     try:
         ds = open_latest(uri, storage=storage)
     except CorruptTableError:
@@ -62,12 +68,62 @@ def open_resolved(
             raise
         # The latest manifest is damaged: an explicitly named version may still be intact.
         return open_version(uri, travel.version, storage=storage)
-    version = resolve_version(ds, travel, uri=uri)
+    version = resolve_version(ds, travel, uri=uri, branch=branch)
     return ds if version == ds.version else open_version(uri, version, storage=storage)
 
 
-def resolve_version(ds: lance.LanceDataset, travel: TimeTravel, *, uri: str) -> int:
-    """The version number ``travel`` designates in the table opened as ``ds`` (latest)."""
+# --- branches ---------------------------------------------------------------------------------
+
+# pylance keeps branch <b> of the table at <uri> as a dataset of its own at <uri>/tree/<b>: its
+# versions continue from the version it was created from; unchanged data files stay the
+# parent's. Opened there, every read, write and commit is the branch's.
+BRANCH_FOLDER = "tree"
+
+
+def branch_uri(uri: str, branch: str | None) -> str:
+    """Where ``branch`` of the table at ``uri`` is stored (None or "main": ``uri``), unchecked."""
+    if branch is None or branch == MAIN_BRANCH:
+        return uri
+    return f"{uri.rstrip('/')}/{BRANCH_FOLDER}/{branch}"
+
+
+def branch_location(uri: str, branch: str | None, *, storage: Mapping[str, str]) -> str:
+    """The location of ``branch`` of the table at ``uri`` (None or "main": ``uri`` itself);
+    :class:`BranchNotFoundError` listing the branches when the table has no such branch.
+
+    Example::
+
+        branch_location("/data/pets.lance", "exp", storage={})
+        # '/data/pets.lance/tree/exp'
+    """
+    if branch is None or branch == MAIN_BRANCH:
+        return uri
+    check_branch(open_latest(uri, storage=storage), branch, uri=uri)
+    return branch_uri(uri, branch)
+
+
+def check_branch(ds: lance.LanceDataset, branch: str, *, uri: str) -> None:
+    """:class:`BranchNotFoundError` unless ``branch`` is a branch of the table opened as ``ds``
+    (at ``uri``, its main branch)."""
+    known = ds.branches.list()
+    if branch != MAIN_BRANCH and branch not in known:
+        raise branch_not_found(branch, known, uri=uri)
+
+
+def branch_not_found(branch: str, known: Iterable[str], *, uri: str) -> BranchNotFoundError:
+    """The error for a ``branch`` the table at ``uri`` lacks; it lists the ``known`` ones."""
+    return BranchNotFoundError(
+        f"branch {branch!r} does not exist in the Lance table at {uri!r}; branches: "
+        f"{', '.join([MAIN_BRANCH, *sorted(known)])}"
+    )
+
+
+def resolve_version(
+    ds: lance.LanceDataset, travel: TimeTravel, *, uri: str, branch: str | None = None
+) -> int:
+    """The version number ``travel`` designates in the table opened as ``ds`` (latest), which
+    is ``branch`` of its table (None: the main branch). A tag names a version of one branch:
+    a tag of another branch is a :class:`VersionNotFoundError` saying which."""
     if travel.version is not None:
         versions = _version_numbers(ds)
         if travel.version not in versions:
@@ -83,7 +139,15 @@ def resolve_version(ds: lance.LanceDataset, travel: TimeTravel, *, uri: str) -> 
             raise VersionNotFoundError(
                 f"tag {travel.tag!r} does not exist in the Lance table at {uri!r}; tags: {known}"
             )
-        return int(tags[travel.tag]["version"])
+        info = tags[travel.tag]
+        tagged = info.get("branch") or MAIN_BRANCH
+        if tagged != (branch or MAIN_BRANCH):
+            raise VersionNotFoundError(
+                f"tag {travel.tag!r} is version {info['version']} of branch {tagged!r}, not "
+                f"of branch {branch or MAIN_BRANCH!r} of the Lance table at {uri!r}; read it "
+                f"with .option('branch', {tagged!r})"
+            )
+        return int(info["version"])
     if travel.timestamp is not None:
         return _version_at(ds, travel.timestamp, uri=uri)
     return int(ds.version)

@@ -83,8 +83,10 @@ class LanceDataSource(DataSource):
             return self._change_feed_schema(options)
         options = {k: v for k, v in options.items() if k.lower() not in STREAM_READ_KEYS}
         opts = parse_read_options(options, session_storage=self.defaults.storage)
-        uri = self._require_uri(opts.uri, None)
-        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
+        uri = dataset.branch_location(
+            self._require_uri(opts.uri, None), opts.branch, storage=opts.storage
+        )
+        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage, branch=opts.branch)
         projection = _reader.table_projection(ds.schema, opts)
         return _reader.spark_schema(ds.schema, projection, uri=uri)
 
@@ -99,7 +101,9 @@ class LanceDataSource(DataSource):
             del kept[key]
         kept[STARTING_VERSION] = "0"
         opts = parse_read_options(kept, session_storage=self.defaults.storage)
-        uri = self._require_uri(opts.uri, None)
+        uri = dataset.branch_location(
+            self._require_uri(opts.uri, None), opts.branch, storage=opts.storage
+        )
         end = _change_feed.ending_version(
             uri, opts.change_feed or ChangeFeedOptions(), opts.storage
         )
@@ -109,7 +113,9 @@ class LanceDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options()
-        uri = self._require_uri(opts.uri, schema)
+        uri = dataset.branch_location(
+            self._require_uri(opts.uri, schema), opts.branch, storage=opts.storage
+        )
         if opts.change_feed is not None:
             return _change_feed.reader(
                 uri,
@@ -118,7 +124,7 @@ class LanceDataSource(DataSource):
                 storage=opts.storage,
                 batch_size=opts.batch_size,
             )
-        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage)
+        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage, branch=opts.branch)
         table_schema = ds.schema
         if _reader.uri_from_schema(schema) is None:
             # A user-specified schema (.schema(...)): read those columns, by name.
@@ -149,7 +155,9 @@ class LanceDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         opts = parse_write_options(self.options, session_storage=self.defaults.storage)
-        uri = self._require_uri(opts.uri, schema)
+        uri = dataset.branch_location(
+            self._require_uri(opts.uri, schema), opts.branch, storage=opts.storage
+        )
         return _writer.plan_write(
             uri=uri,
             spark_schema=_strip(schema),

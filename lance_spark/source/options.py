@@ -26,6 +26,9 @@ from lance_spark.errors import InvalidOptionError
 PATH = "path"
 STORAGE_PREFIX = "storage."
 CATALOG_OPTION_PREFIX = "option."
+# The branch a read or write is on (Lance branches; absent or "main": the main branch).
+BRANCH = "branch"
+MAIN_BRANCH = "main"
 # Keys Spark itself puts into the options of a data source (catalog tables, DataFrameReader).
 SPARK_KEYS = frozenset({"path", "paths", "location", "provider", "owner", "comment", "external"})
 
@@ -81,6 +84,7 @@ CHANGE_FEED_KEYS = frozenset(
 
 READ_KEYS = CHANGE_FEED_KEYS | frozenset(
     {
+        BRANCH,
         VERSION,
         VERSION_AS_OF,
         TIMESTAMP_AS_OF,
@@ -125,6 +129,7 @@ OVERWRITE_SCHEMA = "overwriteschema"
 
 WRITE_KEYS = frozenset(
     {
+        BRANCH,
         MERGE_SCHEMA,
         USER_METADATA,
         MAX_ROWS_PER_FILE,
@@ -225,6 +230,7 @@ class ReadOptions:
     """Parsed options of ``spark.read.format("lance")``."""
 
     uri: str | None
+    branch: str | None = None  # None: the main branch
     time_travel: TimeTravel = TimeTravel()
     columns: tuple[str, ...] | None = None
     # The raw value when `columns` came as a plain comma-separated list (None for a JSON
@@ -244,6 +250,7 @@ class WriteOptions:
     """Parsed options of ``df.write.format("lance")``."""
 
     uri: str | None
+    branch: str | None = None  # None: the main branch
     merge_schema: bool = False
     user_metadata: str | None = None
     vector_sizes: Mapping[str, int] = field(default_factory=dict)
@@ -289,6 +296,7 @@ def parse_read_options(
     return ReadOptions(
         change_feed=change_feed,
         uri=_uri(opts),
+        branch=_branch(opts),
         time_travel=_time_travel(opts),
         columns=_name_list(opts, COLUMNS),
         columns_plain=_plain_text(opts, COLUMNS),
@@ -437,6 +445,7 @@ def parse_write_options(
         streaming_query_id=_non_empty(opts, STREAMING_QUERY_ID),
         dedupe_lookback=lookback,
         uri=_uri(opts),
+        branch=_branch(opts),
         merge_schema=_bool(opts, MERGE_SCHEMA, default=False),
         user_metadata=opts.get(USER_METADATA),
         vector_sizes=_vector_sizes(opts),
@@ -539,6 +548,50 @@ def _uri(opts: Mapping[str, str]) -> str | None:
             f"got several: {opts['paths']}"
         )
     return uri or None
+
+
+def _branch(opts: Mapping[str, str]) -> str | None:
+    value = opts.get(BRANCH)
+    if value is None:
+        return None
+    name = value.strip()
+    if not name:
+        raise InvalidOptionError(
+            "option branch is empty: give a branch's name, or leave the option out to use "
+            f"the main branch ({MAIN_BRANCH!r})"
+        )
+    return None if name == MAIN_BRANCH else name
+
+
+# What lance_spark lets a new branch be called: Lance's rule for one path segment (letters,
+# digits, '.', '-', '_'; no '..', no '.lock' ending), in ASCII and without Lance's '/'
+# (a branch "a/b" is stored inside branch "a"'s folder, which deleting "a" leaves behind).
+_BRANCH_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def check_branch_name(name: str) -> str:
+    """``name`` if it can name a new branch, else :class:`InvalidOptionError` saying why.
+
+    Example::
+
+        check_branch_name("exp-1")  # 'exp-1'
+        check_branch_name("a b")    # InvalidOptionError
+    """
+    if not isinstance(name, str) or not _BRANCH_NAME.match(name):
+        raise InvalidOptionError(
+            f"{name!r} is not a valid branch name: use letters, digits, '.', '-' and '_' "
+            "(for example 'exp-1')"
+        )
+    if name == MAIN_BRANCH:
+        raise InvalidOptionError(
+            f"{MAIN_BRANCH!r} is the table's main branch and cannot be created or deleted"
+        )
+    if ".." in name or name.endswith(".lock") or name.strip(".") == "":
+        raise InvalidOptionError(
+            f"{name!r} is not a valid branch name: it may not contain '..', end with "
+            "'.lock' or be only dots"
+        )
+    return name
 
 
 def _time_travel(opts: Mapping[str, str]) -> TimeTravel:

@@ -118,6 +118,7 @@ def plan_search(
     columns: Sequence[str] | None = None,
     version: int | str | None = None,
     vector_from_rows: bool = False,
+    branch: str | None = None,
 ) -> SearchPlan:
     """Check a search request against the table and pin what it reads.
 
@@ -131,7 +132,7 @@ def plan_search(
         raise InvalidOptionError(
             "search needs a query: a vector (search([0.1, ...])) or text (search(text='...'))"
         )
-    ds = _open(uri, version, storage)
+    ds = _open(uri, version, storage, branch)
     k = _positive_int("k", k)
     nprobes = None if nprobes is None else _positive_int("nprobes", nprobes)
     refine = None if refine_factor is None else _positive_int("refine_factor", refine_factor)
@@ -392,7 +393,9 @@ def search_udtf(storage: Mapping[str, str]) -> type:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _open(uri: str, version: int | str | None, storage: Mapping[str, str]) -> lance.LanceDataset:
+def _open(
+    uri: str, version: int | str | None, storage: Mapping[str, str], branch: str | None
+) -> lance.LanceDataset:
     if version is None:
         travel = TimeTravel()
     elif isinstance(version, bool):
@@ -403,7 +406,7 @@ def _open(uri: str, version: int | str | None, storage: Mapping[str, str]) -> la
         travel = TimeTravel(tag=version)
     else:
         raise InvalidOptionError(f"version must be a version number or a tag, not {version!r}")
-    return dataset.open_resolved(uri, travel, storage=storage)
+    return dataset.open_resolved(uri, travel, storage=storage, branch=branch)
 
 
 def _positive_int(name: str, value: Any) -> int:

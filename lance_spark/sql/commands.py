@@ -3,7 +3,8 @@ spells them, plus time travel, ``ALTER TABLE ... ADD COLUMNS`` and CTAS.
 
 Statements Spark's grammar knows (SELECT with ``VERSION AS OF``, ALTER TABLE ADD COLUMNS,
 CTAS) are parsed with sqlglot's Spark dialect. The Delta-style commands Spark does not know
-(DESCRIBE HISTORY ... LIMIT, RESTORE, OPTIMIZE, VACUUM, tags, CREATE INDEX) are parsed by a
+(DESCRIBE HISTORY ... LIMIT, RESTORE, OPTIMIZE, VACUUM, tags, branches, CREATE INDEX) are
+parsed by a
 small recursive-descent parser over sqlglot's Spark tokens. Each runs through
 :class:`~lance_spark.table.LanceTable`; a statement whose table is not a Lance table is left
 to Spark (its result and errors are Spark's).
@@ -27,7 +28,9 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from lance_spark.errors import SchemaMismatchError, SqlSyntaxError
 from lance_spark.source import types as _types
+from lance_spark.source.options import MAIN_BRANCH
 from lance_spark.sql.targets import (
+    branch_reference,
     lance_table,
     parse_sql,
     path_of,
@@ -168,6 +171,11 @@ _GRAMMAR = {
     "VACUUM": "VACUUM table [RETAIN n HOURS] [DRY RUN]",
     "CREATE TAG": "ALTER TABLE table CREATE TAG name [AS OF VERSION n]",
     "DROP TAG": "ALTER TABLE table DROP TAG name",
+    "CREATE BRANCH": (
+        "ALTER TABLE table CREATE BRANCH [IF NOT EXISTS] name [AS OF VERSION {n | 'tag'}]"
+    ),
+    "DROP BRANCH": "ALTER TABLE table DROP BRANCH [IF EXISTS] name",
+    "SHOW BRANCHES": "SHOW BRANCHES {IN | FROM} {table | 'path'}",
     "CREATE INDEX": "CREATE INDEX name ON table (column) [USING type] [WITH (key = value, ...)]",
     "RENAME COLUMN": "ALTER TABLE table RENAME COLUMN column TO name",
     "DROP COLUMNS": "ALTER TABLE table DROP {COLUMN | COLUMNS} [IF EXISTS] {column | (column, ...)}",
@@ -193,6 +201,10 @@ _REFUSED_ALTER = {
     ("ADD", "PARTITION"): "Lance tables are not partitioned",
     ("DROP", "PARTITION"): "Lance tables are not partitioned",
 }
+
+
+# Statements about a catalog entry, which only the main branch has.
+_CATALOG_ONLY = frozenset({"REFRESH TABLE", "DESCRIBE EXTENDED"})
 
 
 @dataclass(frozen=True)
@@ -226,7 +238,8 @@ def parse_command(text: str) -> Command | None:
             return None
     token = cursor.peek()
     table: exp.Table | None
-    if kind == "DESCRIBE DETAIL" and token is not None and token.token_type == TokenType.STRING:
+    by_path = kind in ("DESCRIBE DETAIL", "SHOW BRANCHES")
+    if by_path and token is not None and token.token_type == TokenType.STRING:
         # Delta's DESCRIBE DETAIL '/path': the same as lance.`/path`
         cursor.pos += 1
         table = exp.Table(this=exp.to_identifier(str(token.text), quoted=True), db="lance")
@@ -239,6 +252,10 @@ def parse_command(text: str) -> Command | None:
             kind = "CREATE TAG"
         elif cursor.accept("DROP", "TAG"):
             kind = "DROP TAG"
+        elif cursor.accept("CREATE", "BRANCH"):
+            kind = "CREATE BRANCH"
+        elif cursor.accept("DROP", "BRANCH"):
+            kind = "DROP BRANCH"
         elif cursor.accept("ADD", "COLUMNS") or cursor.accept("ADD", "COLUMN"):
             return Command("ADD COLUMNS", table)
         elif cursor.accept("RENAME", "COLUMN"):
@@ -285,6 +302,8 @@ def _command_kind(cursor: _Cursor) -> str | None:
         return "ALTER TABLE"
     if cursor.accept("SHOW", "TBLPROPERTIES"):
         return "SHOW TBLPROPERTIES"
+    if cursor.accept("SHOW", "BRANCHES"):
+        return "SHOW BRANCHES" if cursor.accept("IN") or cursor.accept("FROM") else None
     if cursor.accept("REFRESH", "TABLE"):
         return "REFRESH TABLE"
     if cursor.accept("CREATE", "INDEX"):
@@ -341,6 +360,40 @@ def _drop_tag(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     name = cursor.name("DROP TAG", "a tag name")
     cursor.end("DROP TAG")
     return (("tag", name),)
+
+
+def _branch_name(cursor: _Cursor, statement: str) -> str:
+    token = cursor.peek()
+    if token is not None and token.token_type == TokenType.STRING:
+        return cursor.string(statement, "a branch name")
+    return cursor.name(statement, "a branch name")
+
+
+def _create_branch(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    statement = "CREATE BRANCH"
+    if_not_exists = cursor.accept("IF", "NOT", "EXISTS")
+    name = _branch_name(cursor, statement)
+    version: int | str | None = None
+    if cursor.accept("AS", "OF", "VERSION"):
+        token = cursor.peek()
+        if token is not None and token.token_type == TokenType.STRING:
+            version = cursor.string(statement, "a tag")
+        else:
+            version = int(cursor.number(statement, "a version"))
+    cursor.end(statement)
+    return (("branch", name), ("version", version), ("if_not_exists", if_not_exists))
+
+
+def _drop_branch(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    if_exists = cursor.accept("IF", "EXISTS")
+    name = _branch_name(cursor, "DROP BRANCH")
+    cursor.end("DROP BRANCH")
+    return (("branch", name), ("if_exists", if_exists))
+
+
+def _show_branches(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
+    cursor.end("SHOW BRANCHES")
+    return ()
 
 
 def _create_index(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
@@ -503,6 +556,9 @@ _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
     "VACUUM": _vacuum,
     "CREATE TAG": _create_tag,
     "DROP TAG": _drop_tag,
+    "CREATE BRANCH": _create_branch,
+    "DROP BRANCH": _drop_branch,
+    "SHOW BRANCHES": _show_branches,
     "CREATE INDEX": _create_index,
 }
 
@@ -518,6 +574,8 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         if command.kind == "DESCRIBE EXTENDED":
             return None  # DESCRIBE EXTENDED t column: Spark's
         raise command.error
+    if command.kind in _CATALOG_ONLY and table.currentBranch != MAIN_BRANCH:
+        return None  # pets.branch_exp has no catalog entry: Spark's error says so
     kind = command.kind
     if kind == "DESCRIBE HISTORY":
         return table.history(command.arg("limit"))
@@ -527,7 +585,7 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         else:
             restored = table.restoreToTimestamp(command.arg("timestamp"))
         # The restored version's columns may differ from the catalog entry's.
-        refresh_catalog_entry(spark, run, command.table, table.uri)
+        refresh_catalog_entry(spark, run, command.table, table)
         return restored
     if kind == "OPTIMIZE":
         return table.optimize().executeCompaction()
@@ -540,7 +598,7 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     if kind == "REFRESH TABLE":
         # The catalog entry re-created from the Lance table (its columns may have changed
         # outside SQL), then Spark's own REFRESH (cached data).
-        refresh_catalog_entry(spark, run, command.table, table.uri)
+        refresh_catalog_entry(spark, run, command.table, table)
         return run(text)
     if kind == "SHOW TBLPROPERTIES":
         # Spark shows a Python data source table's properties as empty: Lance's are these.
@@ -554,10 +612,20 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         return spark.createDataFrame(rows, "key string, value string")
     if kind == "VACUUM":
         return table.vacuum(command.arg("hours"), dryRun=command.arg("dry_run"))
+    if kind == "SHOW BRANCHES":
+        return table.listBranches()
     if kind == "CREATE TAG":
         table.createTag(command.arg("tag"), command.arg("version"))
     elif kind == "DROP TAG":
         table.deleteTag(command.arg("tag"))
+    elif kind == "CREATE BRANCH":
+        table.createBranch(
+            command.arg("branch"),
+            command.arg("version"),
+            ifNotExists=command.arg("if_not_exists"),
+        )
+    elif kind == "DROP BRANCH":
+        table.deleteBranch(command.arg("branch"), ifExists=command.arg("if_exists"))
     elif kind == "CREATE INDEX":
         params = command.arg("params")
         table.createIndex(
@@ -565,15 +633,15 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         )
     elif kind == "ADD COLUMNS":
         _add_columns(spark, text, table)
-        refresh_catalog_entry(spark, run, command.table, table.uri)
+        refresh_catalog_entry(spark, run, command.table, table)
     elif kind in _SCHEMA_CHANGES:
         # Lance first, then the catalog entry: a refused change leaves both as they were.
         _SCHEMA_CHANGES[kind](spark, table, command)
         if kind in ("SET TBLPROPERTIES", "UNSET TBLPROPERTIES"):
-            if path_of(command.table) is None:
+            if path_of(command.table) is None and table.currentBranch == MAIN_BRANCH:
                 run(text)  # Spark's own statement: the catalog entry's properties
         else:
-            refresh_catalog_entry(spark, run, command.table, table.uri)
+            refresh_catalog_entry(spark, run, command.table, table)
     return _no_rows(spark)
 
 
@@ -673,9 +741,10 @@ def _word(token: Token) -> str:
 
 
 def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | None:
-    """A query naming a Lance table ``VERSION AS OF`` / ``TIMESTAMP AS OF`` or by path: each
-    such reference is replaced by a DataFrame of that version, passed to ``spark.sql`` as a
-    keyword argument (``spark.sql("... {t0} ...", t0=frame)``).
+    """A query naming a Lance table ``VERSION AS OF`` / ``TIMESTAMP AS OF``, by path or as a
+    branch (``pets.branch_exp``): each such reference is replaced by a DataFrame of that
+    version, passed to ``spark.sql`` as a keyword argument (``spark.sql("... {t0} ...",
+    t0=frame)``).
 
     Not temporary views of our own: a Connect session analyses a query lazily, after the
     statement has returned, so views dropped on return are gone by then
@@ -683,10 +752,15 @@ def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | N
     plans on Connect, and into views it drops itself once the query is analysed on a classic
     session, so no view is left behind in either."""
     references = [
-        t for t in tree.find_all(exp.Table) if t.args.get("version") is not None or path_of(t)
+        t
+        for t in tree.find_all(exp.Table)
+        if t.args.get("version") is not None or path_of(t) or branch_reference(t)
     ]
     if not references:
         return None
+    inserted = [
+        i.this.this if isinstance(i.this, exp.Schema) else i.this for i in tree.find_all(exp.Insert)
+    ]
     marker = f"__lance_spark_ref_{uuid.uuid4().hex}_"
     frames: dict[str, DataFrame] = {}
     for reference in references:
@@ -695,7 +769,13 @@ def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | N
         bare.set("version", None)
         bare.set("alias", None)
         table = lance_table(spark, bare)
+        if any(reference is target for target in inserted) and not path_of(bare):
+            if table is not None and table.currentBranch != MAIN_BRANCH:
+                raise _insert_into_branch(bare, table.currentBranch)
+            continue  # INSERT INTO a catalog table named db.branch_x: Spark's
         if table is None:
+            if travel is None and not path_of(bare):
+                continue  # db.branch_x naming no Lance branch: any other table, Spark's
             return None  # not a Lance table: Spark's own result or error
         key = f"lance_ref_{len(frames)}"
         frames[key] = table.toDF(**_travel(travel))
@@ -705,12 +785,24 @@ def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | N
         elif path_of(reference) is None:
             placeholder.set("alias", exp.TableAlias(this=exp.to_identifier(reference.name)))
         reference.replace(placeholder)
+    if not frames:
+        return None
     # The text goes through str.format: braces of the statement itself (in string literals
     # or quoted names) are doubled, then each placeholder becomes a {field}.
     query = tree.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
     for key in frames:
         query = query.replace(marker + key, "{" + key + "}")
     return run(query, **frames)
+
+
+def _insert_into_branch(target: exp.Table, branch: str) -> SqlSyntaxError:
+    reference = branch_reference(target)
+    base = table_name(reference[0]) if reference is not None else table_name(target)
+    return SqlSyntaxError(
+        f"INSERT INTO {table_name(target)}: Spark inserts only into a catalog table; insert "
+        f"into branch {branch!r} with INSERT INTO {base} WITH ('branch' = {branch!r}) ... (a "
+        f"catalog table) or df.write.format('lance').option('branch', {branch!r})"
+    )
 
 
 def _travel(version: exp.Expression | None) -> dict[str, Any]:

@@ -166,7 +166,7 @@ def _run_merge(spark: SparkSession, run: Run, table: LanceTable, stmt: MergeStat
         app_id=_spark.app_id(spark),
     )
     if counts.added_columns and path_of(stmt.target) is None:
-        refresh_catalog_entry(spark, run, stmt.target, table.uri)  # Spark keeps old columns
+        refresh_catalog_entry(spark, run, stmt.target, table)  # Spark keeps old columns
     return _merge.metrics_frame(spark, counts)
 
 

@@ -1,5 +1,7 @@
 """Which table a SQL statement names: a catalog table created ``USING lance`` or a path
-identifier ``lance.`/data/pets.lance``` (also ``s3://...``). Anything else is not ours."""
+identifier ``lance.`/data/pets.lance``` (also ``s3://...``), or a branch of one named the
+way Iceberg names branches, ``pets.branch_exp`` / ``lance.`/data/pets.lance`.branch_exp``.
+Anything else is not ours."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import expressions as exp
 
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
+from lance_spark.source.options import MAIN_BRANCH
 from lance_spark.source.reader import uri_from_schema
 
 if TYPE_CHECKING:  # table imports the engine, which imports the SQL front
@@ -36,16 +39,18 @@ def parse_sql(text: str) -> exp.Expr:
 
 
 def refresh_catalog_entry(
-    spark: SparkSession, run: Callable[..., DataFrame], table: exp.Table, uri: str
+    spark: SparkSession, run: Callable[..., DataFrame], table: exp.Table, target: LanceTable
 ) -> None:
-    """After a schema change, re-create a catalog table's entry: Spark keeps the columns it
-    was created with, and asks the data source again only for a new entry."""
-    if path_of(table) is not None:
+    """After a schema change of ``target`` (the Lance table ``table`` names), re-create a
+    catalog table's entry: Spark keeps the columns it was created with, and asks the data
+    source again only for a new entry. An entry describes the main branch: a change on
+    another branch leaves it alone."""
+    if path_of(table) is not None or target.currentBranch != MAIN_BRANCH:
         return
     from lance_spark.source.session import session_storage
     from lance_spark.table.catalog import recreate_entry
 
-    recreate_entry(spark, table_name(table), uri, session_storage(spark), run=run)
+    recreate_entry(spark, table_name(table), target.uri, session_storage(spark), run=run)
 
 
 def path_of(table: exp.Table) -> str | None:
@@ -55,14 +60,43 @@ def path_of(table: exp.Table) -> str | None:
     return table.name or None
 
 
+# Iceberg's spelling of a branch as a table: <table>.branch_<name>.
+BRANCH_PREFIX = "branch_"
+
+
+def branch_reference(table: exp.Table) -> tuple[exp.Table, str] | None:
+    """(the table, the branch's name) when ``table``'s last name part is ``branch_<name>``
+    after at least one other part (``pets.branch_exp``, ``lance.`/p`.branch_exp``), else
+    None. Only a candidate: a catalog table of that name is still that table."""
+    parts = table.parts
+    last = parts[-1].name
+    if len(parts) < 2 or len(parts) > 4 or len(last) <= len(BRANCH_PREFIX):
+        return None
+    if not last.lower().startswith(BRANCH_PREFIX):
+        return None
+    this, *qualifiers = [p.copy() for p in reversed(parts[:-1])]
+    base = exp.Table(
+        this=this,
+        db=qualifiers[0] if qualifiers else None,
+        catalog=qualifiers[1] if len(qualifiers) > 1 else None,
+    )
+    return base, last[len(BRANCH_PREFIX) :]
+
+
 def lance_table(spark: SparkSession, table: exp.Table) -> LanceTable | None:
     """The Lance table ``table`` names, or None when it is not a Lance table (or absent):
-    then the statement belongs to Spark."""
+    then the statement belongs to Spark. ``pets.branch_exp`` names branch ``exp`` of the
+    Lance table ``pets`` when the catalog has no table of that name; an absent branch of a
+    Lance table is a :class:`~lance_spark.errors.BranchNotFoundError`."""
     from lance_spark.table import LanceTable
 
     path = path_of(table)
     if path is not None:
         return LanceTable.forPath(spark, _normalise_uri(path))
+    reference = branch_reference(table)
+    base_path = None if reference is None else path_of(reference[0])
+    if reference is not None and base_path is not None:  # lance.`path`.branch_b
+        return LanceTable.forPath(spark, _normalise_uri(base_path)).branch(reference[1])
     name = table_name(table)
     try:
         if str(spark.catalog.getTable(name).tableType).upper() in ("VIEW", "TEMPORARY"):
@@ -71,6 +105,10 @@ def lance_table(spark: SparkSession, table: exp.Table) -> LanceTable | None:
             return None
         schema = spark.table(name).schema
     except AnalysisException:
+        if reference is not None:
+            base, branch = reference
+            found = lance_table(spark, base)
+            return None if found is None else found.branch(branch)
         return None  # not found: Spark's own error will say so
     location = uri_from_schema(schema)
     if not location:

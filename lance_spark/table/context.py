@@ -25,8 +25,15 @@ class TableContext:
     """
 
     spark: SparkSession
-    uri: str
+    uri: str  # where the table's branch is (the table's own location for the main branch)
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
+    branch: str | None = None  # None: the main branch
+    main_uri: str | None = None  # the table's own location, when ``uri`` is a branch's
+
+    @property
+    def root(self) -> str:
+        """The table's own location (its main branch), where its branches are listed."""
+        return self.main_uri or self.uri
 
     def open(self) -> lance.LanceDataset:
         """The latest version (:class:`TableNotFoundError` if there is no table)."""

@@ -157,7 +157,8 @@ def shallow_clone(table: TableContext, target: str, version: int | str | None) -
     ds = table.open()
     reference: int | str
     if isinstance(version, str):
-        resolve_version(ds, TimeTravel(tag=version), uri=table.uri)  # names known tags
+        # names the known tags
+        resolve_version(ds, TimeTravel(tag=version), uri=table.uri, branch=table.branch)
         reference = version
     else:
         reference = resolve_version(

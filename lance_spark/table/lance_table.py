@@ -1,4 +1,5 @@
-"""``LanceTable``: a Delta-Lake-like table API (history, restore, tags, maintenance, indexes).
+"""``LanceTable``: a Delta-Lake-like table API (history, restore, tags, branches, maintenance,
+indexes).
 
 Every method opens the Lance table anew: a ``LanceTable`` holds only the Spark session, the
 table's URI and its storage options, so it never pins an old version.
@@ -26,10 +27,12 @@ from pyspark.sql.types import DataType
 
 from lance_spark import _spark
 from lance_spark.errors import InvalidOptionError, TableNotFoundError
+from lance_spark.source.dataset import branch_location
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
-from lance_spark.source.options import TimeTravel, parse_timestamp
+from lance_spark.source.options import BRANCH, MAIN_BRANCH, TimeTravel, parse_timestamp
 from lance_spark.source.search import plan_search
 from lance_spark.source.session import lance_reader, session_storage
+from lance_spark.table import branches as _branches
 from lance_spark.table import changes as _dml
 from lance_spark.table import detail as _detail
 from lance_spark.table import history, maintenance, schema
@@ -59,14 +62,29 @@ class LanceTable:
         self._storage: dict[str, str] = {**session_storage(spark), **(storage_options or {})}
         self._alias: str | None = None
         self._name: str | None = None  # the catalog name, when opened with forName
+        self._root = uri  # the table's own location; _uri is its branch's (see branch())
+        self._branch: str | None = None  # None: the main branch
 
     def __repr__(self) -> str:  # never the storage options: they may hold secrets
-        return f"LanceTable({self._uri!r})"
+        on = "" if self._branch is None else f", branch={self._branch!r}"
+        return f"LanceTable({self._root!r}{on})"
 
     @property
     def uri(self) -> str:
-        """The table's location, as given (catalog locations without ``file:``)."""
+        """The table's location, as given (catalog locations without ``file:``); for a
+        table bound to a branch with :meth:`branch`, where that branch is stored."""
         return self._uri
+
+    @property
+    def currentBranch(self) -> str:
+        """The branch this object reads and writes: ``"main"`` unless bound with
+        :meth:`branch`.
+
+        Example::
+
+            t.branch("exp").currentBranch  # 'exp'
+        """
+        return self._branch or MAIN_BRANCH
 
     # --- opening ------------------------------------------------------------------------------
 
@@ -157,6 +175,8 @@ class LanceTable:
             t.toDF(tag="train-v1")
         """
         reader = lance_reader(self._spark, self._storage)
+        if self._branch is not None:
+            reader = reader.option(BRANCH, self._branch)
         if version is not None:
             reader = reader.option("version", str(version))
         if timestamp is not None:
@@ -164,7 +184,7 @@ class LanceTable:
             reader = reader.option("timestampAsOf", stamp)
         if tag is not None:
             reader = reader.option("tag", tag)
-        return reader.load(self._uri)
+        return reader.load(self._root)
 
     def countRows(self, filter: str | None = None) -> int:
         """Number of rows (from the metadata when there is no filter; ``filter`` is Lance SQL).
@@ -327,6 +347,64 @@ class LanceTable:
         """
         return history.list_tags(self._context)
 
+    # --- branches -----------------------------------------------------------------------------
+
+    def branch(self, name: str) -> LanceTable:
+        """The same table on branch ``name`` (``"main"``: the main branch): every method of
+        the returned object (``toDF``, ``merge``, ``update``, ``delete``, ``history``,
+        ``restoreToVersion``, ``createTag``...) reads and commits that branch's versions
+        only. :class:`~lance_spark.errors.BranchNotFoundError` (listing the branches) when
+        there is no such branch.
+
+        Example::
+
+            exp = t.branch("exp")
+            exp.update("label = 'cat'", {"label": "'kitten'"})
+            exp.toDF(version=2).show()
+        """
+        bound = copy.copy(self)  # not __init__: it reads the session conf again (~20 ms)
+        bound._uri = branch_location(self._root, name, storage=self._storage)
+        bound._branch = None if name == MAIN_BRANCH else name
+        return bound
+
+    def createBranch(
+        self, name: str, version: int | str | None = None, *, ifNotExists: bool = False
+    ) -> LanceTable:
+        """Create branch ``name`` from ``version`` (a number or a tag; None: the latest) of
+        this object's branch, without copying data; returns the table on the new branch.
+        A branch that exists is an error unless ``ifNotExists``. Names: letters, digits,
+        ``.``, ``-``, ``_``.
+
+        Example::
+
+            exp = t.createBranch("exp")          # from main's latest version
+            t.createBranch("first", version=1)
+            exp.createBranch("exp-2")            # from branch exp's latest version
+        """
+        _branches.create_branch(self._context, name, version, if_not_exists=ifNotExists)
+        return self.branch(name)
+
+    def deleteBranch(self, name: str, *, ifExists: bool = False) -> None:
+        """Delete branch ``name``: its versions and the data files only they use. A branch
+        that does not exist is an error unless ``ifExists``; so is one that another branch
+        was created from or that a tag names (delete those first).
+
+        Example::
+
+            t.deleteBranch("exp")
+        """
+        _branches.delete_branch(self._context, name, if_exists=ifExists)
+
+    def listBranches(self) -> DataFrame:
+        """The table's branches as a DataFrame, ``main`` first: branch, version (its latest),
+        parentBranch and parentVersion (where it was created from), createdAt.
+
+        Example::
+
+            t.listBranches().show()
+        """
+        return _branches.list_branches(self._context)
+
     # --- maintenance --------------------------------------------------------------------------
 
     def optimize(self) -> LanceOptimizeBuilder:
@@ -459,6 +537,7 @@ class LanceTable:
             metric=metric,
             columns=columns,
             version=version,
+            branch=self._branch,
         )
         return _search.search(self._context, plan)
 
@@ -511,6 +590,7 @@ class LanceTable:
             columns=columns,
             version=version,
             vector_from_rows=True,
+            branch=self._branch,
         )
         return _search.nearest(self._context, queries, plan, query_column=query_column)
 
@@ -560,7 +640,8 @@ class LanceTable:
         self._refresh_catalog()
 
     def _refresh_catalog(self) -> None:
-        if self._name is not None:
+        # A catalog entry describes the main branch: a branch's schema is its own.
+        if self._name is not None and self._branch is None:
             recreate_entry(self._spark, self._name, self._uri, self._storage)
 
     # --- schema evolution ---------------------------------------------------------------------
@@ -678,7 +759,8 @@ class LanceTable:
 
     @property
     def _context(self) -> TableContext:
-        return TableContext(self._spark, self._uri, self._storage)
+        main = None if self._branch is None else self._root
+        return TableContext(self._spark, self._uri, self._storage, self._branch, main)
 
     def _open(self) -> lance.LanceDataset:
         return self._context.open()

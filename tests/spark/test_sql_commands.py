@@ -12,7 +12,7 @@ import pytest
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 
-from lance_spark import LanceTable, SqlSyntaxError
+from lance_spark import BranchNotFoundError, InvalidOptionError, LanceTable, SqlSyntaxError
 
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
@@ -198,6 +198,77 @@ def test_tags(spark: SparkSession, pets: str) -> None:
     assert "train-v1" not in lance.dataset(pets).tags.list()
 
 
+def test_branches(spark: SparkSession, pets: str) -> None:
+    spark.sql("ALTER TABLE pets CREATE BRANCH exp AS OF VERSION 1")
+    spark.sql(f"ALTER TABLE lance.`{pets}` CREATE BRANCH IF NOT EXISTS exp")  # exists: no-op
+    spark.sql("ALTER TABLE pets CREATE BRANCH `head-1`")
+    branch = os.path.join(pets, "tree", "exp")
+    info = lance.dataset(pets).branches.list()
+    assert sorted(info) == ["exp", "head-1"] and info["exp"]["parent_version"] == 1
+    assert info["head-1"]["parent_version"] == 2
+    shown = spark.sql("SHOW BRANCHES IN pets").collect()
+    assert [(r.branch, r.version, r.parentVersion) for r in shown] == [
+        ("main", 2, None),
+        ("exp", 1, 1),
+        ("head-1", 2, 2),
+    ]
+    assert [r.branch for r in spark.sql(f"SHOW BRANCHES FROM '{pets}'").collect()] == [
+        r.branch for r in shown
+    ]
+
+    # queries, row-level changes and time travel on pets.branch_exp: the branch's versions
+    assert _count(spark, "SELECT count(*) FROM pets.branch_exp") == 10
+    spark.sql(
+        "MERGE INTO pets.branch_exp t USING (SELECT id, 'new' AS label FROM range(8, 12)) s "
+        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    spark.sql("UPDATE pets.branch_exp SET label = 'one' WHERE id = 1")
+    spark.sql(f"DELETE FROM lance.`{pets}`.branch_exp WHERE id = 0")
+    expected = (
+        spark.range(0, 12)
+        .where("id != 0")
+        .selectExpr(
+            "id",
+            "CASE WHEN id = 1 THEN 'one' WHEN id >= 8 THEN 'new' ELSE concat('v', id) END AS label",
+        )
+    )
+    got = spark.sql("SELECT id, label FROM pets.branch_exp").collect()
+    assert sorted(map(tuple, got)) == sorted(map(tuple, expected.collect()))
+    data = lance.dataset(branch).to_table().to_pydict()
+    assert sorted(zip(data["id"], data["label"], strict=True)) == sorted(map(tuple, got))
+    old = spark.sql(f"SELECT id FROM lance.`{pets}`.branch_exp VERSION AS OF 2 b").collect()
+    assert sorted(r.id for r in old) == list(range(12))  # the MERGE, before UPDATE and DELETE
+    history = spark.sql("DESCRIBE HISTORY pets.branch_exp").collect()
+    assert [r.operation for r in history][:3] == ["DELETE", "UPDATE", "MERGE"]
+    # main: its two versions and rows, its catalog entry
+    assert [int(v["version"]) for v in lance.dataset(pets).versions()] == [1, 2]
+    assert _count(spark, "SELECT count(*) FROM pets WHERE label = 'v1'") == 1
+    assert _count(spark, "SELECT count(*) FROM pets") == 15
+
+    # Spark's own table options: a read and an INSERT of a catalog table's branch
+    spark.sql("INSERT INTO pets WITH ('branch' = 'exp') SELECT 50, 'v50'")
+    assert 50 in lance.dataset(branch).to_table().to_pydict()["id"]
+    assert 50 not in lance.dataset(pets).to_table().to_pydict()["id"]
+    spark.sql("INSERT OVERWRITE pets WITH ('branch' = 'head-1') SELECT 60, 'v60'")
+    head = os.path.join(pets, "tree", "head-1")
+    assert lance.dataset(head).to_table().to_pydict() == {"id": [60], "label": ["v60"]}
+    assert [int(v["version"]) for v in lance.dataset(pets).versions()] == [1, 2]
+    with_options = "SELECT count(*) FROM pets WITH ('branch' = 'exp', 'version' = '2')"
+    assert _count(spark, with_options) == 12 == len(lance.dataset(branch, version=2).to_table())
+    with pytest.raises(SqlSyntaxError, match=r"INSERT INTO pets WITH \('branch' = 'exp'\)"):
+        spark.sql("INSERT INTO pets.branch_exp SELECT 51, 'v51'")
+
+    with pytest.raises(BranchNotFoundError, match=r"'nope' does not exist.*main, exp, head-1"):
+        spark.sql("SELECT * FROM pets.branch_nope")
+    with pytest.raises(InvalidOptionError, match="'exp' already exists"):
+        spark.sql("ALTER TABLE pets CREATE BRANCH exp")
+    spark.sql("ALTER TABLE pets DROP BRANCH exp")
+    spark.sql(f"ALTER TABLE lance.`{pets}` DROP BRANCH IF EXISTS exp")  # absent: no-op
+    with pytest.raises(BranchNotFoundError, match=r"'exp' does not exist.*branches: main, head-1"):
+        spark.sql("ALTER TABLE pets DROP BRANCH exp")
+    assert sorted(lance.dataset(pets).branches.list()) == ["head-1"]
+
+
 def test_create_index(spark: SparkSession, pets: str) -> None:
     spark.sql("CREATE INDEX idx_id ON pets (id) USING BTREE")
     spark.sql("CREATE INDEX label_idx ON pets (label) USING BITMAP")
@@ -276,3 +347,11 @@ def test_statements_on_other_tables_go_to_spark(spark: SparkSession, tmp_path: P
     with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
         spark.sql("DESCRIBE HISTORY nowhere")
     spark.sql("DROP TABLE plain")
+    # named like a branch (db.branch_x), but a table of its own: Spark's
+    spark.sql("DROP TABLE IF EXISTS branch_plain")
+    spark.sql(f"CREATE TABLE branch_plain (id INT) USING parquet LOCATION '{tmp_path / 'bp'}'")
+    spark.sql("INSERT INTO default.branch_plain VALUES (7)")
+    assert _count(spark, "SELECT max(id) FROM default.branch_plain") == 7
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql("SELECT * FROM nowhere.branch_x")
+    spark.sql("DROP TABLE branch_plain")

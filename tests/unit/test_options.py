@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -15,6 +16,7 @@ from lance_spark.source.options import (
     STREAM_READ_KEYS,
     STREAM_WRITE_KEYS,
     WRITE_KEYS,
+    check_branch_name,
     check_plain_names,
     decode_names,
     encode_names,
@@ -154,6 +156,7 @@ def test_bad_write_options(options: dict[str, str], fragment: str) -> None:
 def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.DataObject) -> None:
     cased = "".join(c.upper() if data.draw(st.booleans()) else c for c in key)
     values = {
+        "branch": "exp",
         "version": "2",
         "versionasof": "2",
         "timestampasof": "2026-01-01",
@@ -206,6 +209,52 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         parse_stream_read_options(options)
     else:
         parse_write_options(options, streaming=True)
+
+
+# --- branches -------------------------------------------------------------------------------
+
+
+def test_branch_option_on_reads_and_writes() -> None:
+    assert parse_read_options({"path": "/t", "Branch": " exp "}).branch == "exp"
+    assert parse_write_options({"path": "/t", "branch": "exp"}).branch == "exp"
+    # "main" is the main branch, as no option is
+    assert parse_read_options({"branch": "main"}).branch is None
+    assert parse_write_options({}).branch is None
+    # with time travel and the change feed: a version of that branch
+    opts = parse_read_options({"branch": "exp", "versionAsOf": "3"})
+    assert (opts.branch, opts.time_travel.version) == ("exp", 3)
+    feed = parse_read_options({"branch": "exp", "readChangeFeed": "true", "startingVersion": "1"})
+    assert feed.branch == "exp" and feed.change_feed is not None
+    with pytest.raises(InvalidOptionError, match="option branch is empty"):
+        parse_read_options({"branch": "  "})
+    with pytest.raises(InvalidOptionError, match="'branch' is a read option"):
+        parse_stream_read_options({"branch": "exp"})
+
+
+@pytest.mark.parametrize("name", ["exp", "exp-1", "A_b.2", "-x", "x."])
+def test_valid_branch_names(name: str) -> None:
+    assert check_branch_name(name) == name
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("", "letters, digits"),
+        ("a b", "letters, digits"),
+        ("a/b", "letters, digits"),
+        ("caf\u00e9", "letters, digits"),
+        ("a@b", "letters, digits"),
+        ("main", "main branch"),
+        ("a..b", "'..'"),
+        ("..", "'..'"),
+        (".", "only dots"),
+        ("x.lock", "'.lock'"),
+    ],
+)
+def test_invalid_branch_names_say_why(name: str, fragment: str) -> None:
+    with pytest.raises(InvalidOptionError, match=re.escape(repr(name))) as caught:
+        check_branch_name(name)
+    assert fragment in str(caught.value)
 
 
 # --- the columns option carries any name ----------------------------------------------------

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlglot import expressions as exp
 
 from lance_spark.sql.commands import parse_command
 from lance_spark.sql.front import parse as parse_create
-from lance_spark.sql.targets import path_of
+from lance_spark.sql.targets import branch_reference, path_of
 
 
 def _args(text: str) -> tuple[str, str, dict[str, object]]:
@@ -48,6 +49,45 @@ def _args(text: str) -> tuple[str, str, dict[str, object]]:
             {"tag": "v1", "version": 2},
         ),
         ("ALTER TABLE pets DROP TAG `train-v1`", "DROP TAG", "pets", {"tag": "train-v1"}),
+        (
+            "ALTER TABLE pets CREATE BRANCH exp",
+            "CREATE BRANCH",
+            "pets",
+            {"branch": "exp", "version": None, "if_not_exists": False},
+        ),
+        (
+            "alter table db.pets create branch if not exists `exp-1` as of version 2;",
+            "CREATE BRANCH",
+            "db.pets",
+            {"branch": "exp-1", "version": 2, "if_not_exists": True},
+        ),
+        (
+            "ALTER TABLE pets CREATE BRANCH 'exp' AS OF VERSION 'train-v1'",
+            "CREATE BRANCH",
+            "pets",
+            {"branch": "exp", "version": "train-v1", "if_not_exists": False},
+        ),
+        (
+            "ALTER TABLE pets DROP BRANCH exp",
+            "DROP BRANCH",
+            "pets",
+            {"branch": "exp", "if_exists": False},
+        ),
+        (
+            "ALTER TABLE pets DROP BRANCH IF EXISTS `exp-1`",
+            "DROP BRANCH",
+            "pets",
+            {"branch": "exp-1", "if_exists": True},
+        ),
+        ("SHOW BRANCHES IN pets", "SHOW BRANCHES", "pets", {}),
+        ("show branches from db.pets", "SHOW BRANCHES", "db.pets", {}),
+        ("SHOW BRANCHES IN '/data/pets.lance'", "SHOW BRANCHES", "lance.`/data/pets.lance`", {}),
+        (
+            "DESCRIBE HISTORY pets.branch_exp",
+            "DESCRIBE HISTORY",
+            "pets.branch_exp",
+            {"limit": None},
+        ),
         ("ALTER TABLE pets ADD COLUMNS (note STRING)", "ADD COLUMNS", "pets", {}),
         (
             "CREATE INDEX idx_id ON pets (id) USING BTREE",
@@ -70,6 +110,32 @@ def _args(text: str) -> tuple[str, str, dict[str, object]]:
 )
 def test_commands_and_arguments(text: str, kind: str, table: str, args: dict[str, object]) -> None:
     assert _args(text) == (kind, table, args)
+
+
+@pytest.mark.parametrize(
+    ("text", "table", "branch", "path"),
+    [
+        ("pets.branch_exp", "pets", "exp", None),
+        ("db.pets.BRANCH_exp", "db.pets", "exp", None),
+        ("cat.db.pets.branch_exp", "cat.db.pets", "exp", None),
+        ("pets.`branch_exp-1`", "pets", "exp-1", None),
+        (
+            "lance.`/data/pets.lance`.branch_exp",
+            "lance.`/data/pets.lance`",
+            "exp",
+            "/data/pets.lance",
+        ),
+    ],
+)
+def test_branch_references(text: str, table: str, branch: str, path: str | None) -> None:
+    found = branch_reference(exp.to_table(text, dialect="spark"))
+    assert found is not None
+    assert (found[0].sql(dialect="spark"), found[1], path_of(found[0])) == (table, branch, path)
+
+
+@pytest.mark.parametrize("text", ["branch_exp", "pets.branch_", "pets.branches", "lance.`/p`"])
+def test_not_branch_references(text: str) -> None:
+    assert branch_reference(exp.to_table(text, dialect="spark")) is None
 
 
 def test_path_identifiers() -> None:
@@ -96,6 +162,13 @@ def test_path_identifiers() -> None:
         ("DESCRIBE HISTORY pets LIMIT", "expected the number of versions"),
         ("OPTIMIZE pets now", "unexpected input at 'now'"),
         ("ALTER TABLE pets CREATE TAG", "expected a tag name at the end"),
+        ("ALTER TABLE pets CREATE BRANCH", "expected a branch name at the end"),
+        (
+            "ALTER TABLE pets CREATE BRANCH b AS OF VERSION x",
+            "expected a version (a number) at 'x'",
+        ),
+        ("ALTER TABLE pets DROP BRANCH a b", "unexpected input at 'b'"),
+        ("SHOW BRANCHES IN pets LIMIT 2", "unexpected input at 'LIMIT'"),
         ("CREATE INDEX i ON pets id", "expected ( at 'id'"),
         ("CREATE INDEX i ON pets (id) WITH (k 1)", "expected = at '1'"),
     ],
@@ -120,6 +193,8 @@ def test_malformed_commands_keep_the_error_for_a_lance_table(text: str, message:
         "INSERT INTO pets VALUES (1)",
         "VACUUM",
         "OPTIMIZE 'x'",
+        "SHOW BRANCHES pets",
+        "SHOW TABLES IN db",
         "",
     ],
 )
@@ -137,6 +212,9 @@ def test_never_crashes_on_arbitrary_text(text: str) -> None:
         "VACUUM",
         "CREATE TAG",
         "DROP TAG",
+        "CREATE BRANCH",
+        "DROP BRANCH",
+        "SHOW BRANCHES",
         "ADD COLUMNS",
         "CREATE INDEX",
     }
