@@ -26,6 +26,7 @@ __all__ = [
     "SchemaMismatchError",
     "SecretInConfError",
     "SqlSyntaxError",
+    "TableAlreadyExistsError",
     "TableNotFoundError",
     "UnsupportedTypeError",
     "VersionNotFoundError",
@@ -65,6 +66,11 @@ class SqlSyntaxError(LanceSparkError, ValueError):
 
 class TableNotFoundError(LanceSparkError, ValueError):
     """No Lance table exists at the given path."""
+
+
+class TableAlreadyExistsError(LanceSparkError, ValueError):
+    """A table is to be created where one exists already (a Lance table at the path, or a
+    catalog entry of that name); the message names it and the way to write to it anyway."""
 
 
 class VersionNotFoundError(LanceSparkError, ValueError):
