@@ -13,7 +13,7 @@ from __future__ import annotations
 # _quiet first: it must run before anything imports lance (see its docstring).
 from lance_spark import _quiet, _spark  # noqa: F401  (_quiet: imported for its effect)
 from lance_spark._register import configure, register, spark_conf
-from lance_spark._spark import companion_jar
+from lance_spark._spark import JobProgress, companion_jar
 from lance_spark._version import __version__
 from lance_spark.errors import (
     CardinalityViolationError,
@@ -42,6 +42,7 @@ __all__ = [
     "ConcurrentModificationError",
     "CorruptTableError",
     "InvalidOptionError",
+    "JobProgress",
     "LanceDataSource",
     "LanceMergeBuilder",
     "LanceSparkError",
