@@ -40,13 +40,35 @@ def recreate_entry(
     """Drop and re-create the catalog entry ``name`` of the Lance table at ``uri``, with the
     table's properties (read from its latest version).
 
-    ``run`` is the ``spark.sql`` to use (the SQL front passes Spark's own)."""
+    ``run`` is the ``spark.sql`` to use (default: Spark's own, see :func:`spark_sql`)."""
+    (run or spark_sql(spark))(f"DROP TABLE {name}")
+    create_entry(spark, name, uri, storage, run=run)
+
+
+def create_entry(
+    spark: SparkSession,
+    name: str,
+    uri: str,
+    storage: Mapping[str, str],
+    *,
+    run: Run | None = None,
+) -> None:
+    """Create the catalog entry ``name`` of the Lance table at ``uri``
+    (``CREATE TABLE name USING lance LOCATION uri``), with the table's properties (read from
+    its latest version). ``run``: as in :func:`recreate_entry`."""
     config = properties(dataset.open_latest(uri, storage=storage))
-    execute = run or spark.sql
-    execute(f"DROP TABLE {name}")
+    execute = run or spark_sql(spark)
     execute(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
     kept = {k: v for k, v in config.items() if k.lower() not in RESERVED_PROPERTIES}
     if kept:
         # Not in CREATE TABLE: Spark would hand them to the data source as read options.
         pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(kept.items()))
         execute(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")
+
+
+def spark_sql(spark: SparkSession) -> Run:
+    """Spark's own ``spark.sql`` of ``spark``: ``lance_spark.register`` wraps it with the SQL
+    front (``functools.wraps`` keeps the original as ``__wrapped__``), which would run the
+    entry's ``SET TBLPROPERTIES`` on the Lance table too, one needless version."""
+    sql: Run = getattr(spark.sql, "__wrapped__", spark.sql)
+    return sql
