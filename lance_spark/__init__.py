@@ -33,7 +33,7 @@ from lance_spark.errors import (
     VersionNotFoundError,
 )
 from lance_spark.source import LanceDataSource
-from lance_spark.table import LanceMergeBuilder, LanceTable
+from lance_spark.table import LanceMergeBuilder, LanceTable, LanceTableBuilder
 
 __all__ = [
     "CardinalityViolationError",
@@ -47,6 +47,7 @@ __all__ = [
     "LanceMergeBuilder",
     "LanceSparkError",
     "LanceTable",
+    "LanceTableBuilder",
     "SchemaMismatchError",
     "SecretInConfError",
     "SqlSyntaxError",

@@ -35,12 +35,13 @@ from lance_spark.table import changes as _dml
 from lance_spark.table import detail as _detail
 from lance_spark.table import history, maintenance, schema
 from lance_spark.table import search as _search
+from lance_spark.table.builder import BuildMode, LanceTableBuilder
 from lance_spark.table.catalog import recreate_entry
 from lance_spark.table.context import TableContext
 from lance_spark.table.maintenance import LanceOptimizeBuilder
 from lance_spark.table.merge import LanceMergeBuilder
 
-__all__ = ["LanceOptimizeBuilder", "LanceTable"]
+__all__ = ["LanceOptimizeBuilder", "LanceTable", "LanceTableBuilder"]
 
 
 class LanceTable:
@@ -193,6 +194,68 @@ class LanceTable:
             progress=progress,
         )
         return table
+
+    @classmethod
+    def create(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder of a new Lance table (Delta's ``DeltaTable.create``): ``execute()``
+        raises :class:`TableAlreadyExistsError` when the table exists.
+
+        Example::
+
+            t = (LanceTable.create(spark)
+                 .tableName("pets")
+                 .location("/data/pets.lance")
+                 .addColumn("id", "bigint", nullable=False)
+                 .addColumn("label", "string", comment="the annotator's label")
+                 .property("owner_team", "vision")
+                 .execute())
+        """
+        return LanceTableBuilder(spark, BuildMode.CREATE, storage_options=storage_options)
+
+    @classmethod
+    def createIfNotExists(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder that creates the table unless it exists (then ``execute()`` returns the
+        existing table unchanged).
+
+        Example::
+
+            t = LanceTable.createIfNotExists(spark).location(uri).addColumns("id bigint").execute()
+        """
+        return LanceTableBuilder(
+            spark, BuildMode.CREATE_IF_NOT_EXISTS, storage_options=storage_options
+        )
+
+    @classmethod
+    def createOrReplace(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder that replaces the table when it exists (one new version with the
+        declared columns and no rows; history kept) and creates it when not.
+
+        Example::
+
+            t = LanceTable.createOrReplace(spark).location(uri).addColumns(df.schema).execute()
+        """
+        return LanceTableBuilder(
+            spark, BuildMode.CREATE_OR_REPLACE, storage_options=storage_options
+        )
+
+    @classmethod
+    def replace(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder that replaces an existing table (:class:`TableNotFoundError` when there
+        is none): one new version with the declared columns and no rows; history kept.
+
+        Example::
+
+            t = LanceTable.replace(spark).tableName("pets").addColumn("id", "bigint").execute()
+        """
+        return LanceTableBuilder(spark, BuildMode.REPLACE, storage_options=storage_options)
 
     # --- reading ------------------------------------------------------------------------------
 
