@@ -13,7 +13,7 @@ from __future__ import annotations
 # _quiet first: it must run before anything imports lance (see its docstring).
 from lance_spark import _quiet, _spark  # noqa: F401  (_quiet: imported for its effect)
 from lance_spark._register import configure, register, spark_conf
-from lance_spark._spark import companion_jar
+from lance_spark._spark import JobProgress, companion_jar
 from lance_spark._version import __version__
 from lance_spark.errors import (
     BranchNotFoundError,
@@ -29,13 +29,13 @@ from lance_spark.errors import (
     SecretInConfError,
     SqlSyntaxError,
     StreamChangeError,
-    TableExistsError,
+    TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedTypeError,
     VersionNotFoundError,
 )
 from lance_spark.source import LanceDataSource
-from lance_spark.table import LanceMergeBuilder, LanceTable
+from lance_spark.table import LanceMergeBuilder, LanceTable, LanceTableBuilder
 
 __all__ = [
     "BranchNotFoundError",
@@ -45,16 +45,18 @@ __all__ = [
     "ConcurrentModificationError",
     "CorruptTableError",
     "InvalidOptionError",
+    "JobProgress",
     "LanceDataSource",
     "LanceMergeBuilder",
     "LanceSparkError",
     "LanceTable",
+    "LanceTableBuilder",
     "ReplaceWhereMismatchError",
     "SchemaMismatchError",
     "SecretInConfError",
     "SqlSyntaxError",
     "StreamChangeError",
-    "TableExistsError",
+    "TableAlreadyExistsError",
     "TableNotFoundError",
     "UnsupportedTypeError",
     "VersionNotFoundError",

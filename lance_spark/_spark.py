@@ -40,6 +40,8 @@ import functools
 import gc
 import os
 import re
+import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -130,12 +132,12 @@ def install_table_time_travel(resolve: TableReader) -> None:
     plain_option, plain_options = DataFrameReader.option, DataFrameReader.options
 
     def option(self: DataFrameReader, key: str, value: Any) -> DataFrameReader:
-        self.__dict__.setdefault(_OPTIONS_ATTR, {})[key] = _option_text(value)
+        self.__dict__.setdefault(_OPTIONS_ATTR, {})[key] = option_text(value)
         return plain_option(self, key, value)
 
     def options(self: DataFrameReader, **values: Any) -> DataFrameReader:
         recorded = self.__dict__.setdefault(_OPTIONS_ATTR, {})
-        recorded.update({k: _option_text(v) for k, v in values.items()})
+        recorded.update({k: option_text(v) for k, v in values.items()})
         return plain_options(self, **values)
 
     def wrap(original: Callable[..., DataFrame], connect: bool) -> Callable[..., DataFrame]:
@@ -245,16 +247,14 @@ def install_write_hooks(handle: WriteHandler) -> None:
             cls,
             "option",
             lambda r, a, k: (
-                r["options"].__setitem__(str(a[0]), _option_text(a[1]))
-                if a[1] is not None
-                else None
+                r["options"].__setitem__(str(a[0]), option_text(a[1])) if a[1] is not None else None
             ),
         )
         record_setter(
             cls,
             "options",
             lambda r, a, k: r["options"].update(
-                {key: _option_text(v) for key, v in k.items() if v is not None}
+                {key: option_text(v) for key, v in k.items() if v is not None}
             ),
         )
     record_setter(DataFrameWriter, "format", lambda r, a, k: r.__setitem__("source", str(a[0])))
@@ -451,7 +451,8 @@ def _apply(
         writer.options(**options)
 
 
-def _option_text(value: Any) -> str:
+def option_text(value: Any) -> str:
+    """An option value as Spark passes it to a data source (``true``, not ``True``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -482,6 +483,39 @@ def parse_data_type(spark: SparkSession, text: str) -> DataType:
         return spark.createDataFrame([], f"`c` {text}").schema["c"].dataType
     except (PySparkException, ValueError):
         raise InvalidOptionError(f"{text!r} is not a Spark SQL data type") from None
+
+
+def parse_schema(spark: SparkSession, ddl: str) -> StructType:
+    """A Spark DDL column list (``id bigint NOT NULL, label string COMMENT 'the label'``)
+    as a ``StructType`` (NOT NULL and comments kept), parsed by Spark itself (on Connect
+    too); a bad one is an :class:`InvalidOptionError` naming it."""
+    from pyspark.errors import PySparkException
+
+    try:
+        return spark.createDataFrame([], ddl).schema
+    except (PySparkException, ValueError) as err:
+        raise InvalidOptionError(
+            f"{ddl!r} is not a Spark DDL column list (name type [NOT NULL] [COMMENT '...'], "
+            f"...): {error_summary(err)}"
+        ) from None
+
+
+def spark_errors() -> tuple[type[Exception], ...]:
+    """The exceptions a failed Spark query raises on the client: pyspark's own, and on
+    classic sessions the ``Py4JJavaError`` of JVM errors pyspark does not convert (Spark
+    4.3: a Parquet footer that cannot be read while inferring a schema)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JJavaError)
+
+
+def error_summary(err: BaseException) -> str:
+    """The first non-empty line of a Spark error's message (a JVM error: its own message,
+    not py4j's trace)."""
+    java = getattr(err, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(err)
+    return next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
 
 
 def register_table_function(spark: SparkSession, name: str, handler: type) -> None:
@@ -1347,6 +1381,142 @@ def _companion_class(spark: SparkSession) -> Any:
         raise
     found = jvm.lance_spark.companion.LanceExtensions
     return found if isinstance(found, JavaClass) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Progress of a job
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """How far a Spark job run by the connector is (``LanceTable.convertToLance``): tasks
+    finished of the tasks Spark has scheduled so far. The last report has ``finished`` set,
+    and ``rows`` (the rows written) when the job succeeded.
+
+    Example::
+
+        def show(p: JobProgress) -> None:
+            print(f"{p.tasks_done}/{p.tasks_total} tasks", "done" if p.finished else "")
+
+        LanceTable.convertToLance(spark, "/data/pets.parquet", "/data/pets.lance",
+                                  progress=show)
+    """
+
+    tasks_done: int
+    tasks_total: int
+    finished: bool = False
+    rows: int | None = None
+
+
+ProgressReport = Callable[[JobProgress], None]
+
+
+class JobTracker:
+    """Reports the progress of the Spark jobs one block of code runs; made by
+    :func:`track_jobs`, which feeds it, and ended by :meth:`finish`."""
+
+    def __init__(self, report: ProgressReport, poll: Callable[[], tuple[int, int]] | None) -> None:
+        self._report = report
+        self._poll = poll
+        self._lock = threading.Lock()
+        self._last = (0, 0)
+        self._finished = False
+
+    def update(self, done: int, total: int) -> None:
+        """Report (done, total) tasks when they changed."""
+        with self._lock:
+            if self._finished or (done, total) == self._last or total <= 0:
+                return
+            self._last = (done, total)
+        self._report(JobProgress(done, total))
+
+    def finish(self, *, tasks: int | None = None, rows: int | None = None) -> None:
+        """The last report. ``tasks``: the tasks the caller knows finished (Spark Connect
+        reports progress only every ``spark.connect.progress.reportInterval``, so a short
+        job may have reported none)."""
+        if self._poll is not None:
+            self.update(*self._poll())
+        with self._lock:
+            self._finished = True
+            done, total = self._last
+        if tasks is not None:
+            done = max(done, tasks)
+            total = max(total, done)
+        self._report(JobProgress(done, total, finished=True, rows=rows))
+
+
+_JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+@contextmanager
+def track_jobs(
+    spark: SparkSession, report: ProgressReport, *, description: str, interval_s: float = 0.5
+) -> Iterator[JobTracker]:
+    """Report to ``report`` the progress of the jobs this thread runs in the block; the block
+    calls :meth:`JobTracker.finish` when its jobs are done.
+
+    Classic sessions: the jobs run in a job group of their own (with ``description``, shown
+    in Spark's UI; the thread's previous group is restored afterwards), whose stages a
+    thread polls from ``sparkContext.statusTracker()`` every ``interval_s``. Spark Connect
+    has no status tracker on the client: a progress handler
+    (``spark.registerProgressHandler``, Spark 4) receives the server's reports of the
+    session's operations while the block runs.
+    """
+    if is_connect(spark):
+        tracker = JobTracker(report, None)
+
+        def handler(
+            stages: Iterable[Any] | None, inflight_tasks: int, operation_id: str | None, done: bool
+        ) -> None:
+            stages = list(stages or ())
+            tracker.update(
+                sum(int(s.num_completed_tasks) for s in stages),
+                sum(int(s.num_tasks) for s in stages),
+            )
+
+        connect: Any = spark
+        connect.registerProgressHandler(handler)
+        try:
+            yield tracker
+        finally:
+            connect.removeProgressHandler(handler)
+        return
+
+    context = spark.sparkContext
+    status = context.statusTracker()
+    group = f"lance_spark-{uuid.uuid4().hex}"
+
+    def poll() -> tuple[int, int]:
+        done = total = 0
+        for job_id in status.getJobIdsForGroup(group):
+            job = status.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = status.getStageInfo(stage_id)
+                if stage is not None:
+                    done += int(stage.numCompletedTasks)
+                    total += int(stage.numTasks)
+        return done, total
+
+    tracker = JobTracker(report, poll)
+    previous = {key: context.getLocalProperty(key) for key in _JOB_PROPERTIES}
+    context.setJobGroup(group, description, interruptOnCancel=False)
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(interval_s):
+            tracker.update(*poll())
+
+    watcher = threading.Thread(target=watch, name="lance_spark-progress", daemon=True)
+    watcher.start()
+    try:
+        yield tracker
+    finally:
+        stop.set()
+        watcher.join()
+        restore: Any = context.setLocalProperty  # None clears a property (py4j passes null)
+        for key, value in previous.items():
+            restore(key, value)
 
 
 # --------------------------------------------------------------------------------------------

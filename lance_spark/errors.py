@@ -27,6 +27,7 @@ __all__ = [
     "SchemaMismatchError",
     "SecretInConfError",
     "SqlSyntaxError",
+    "TableAlreadyExistsError",
     "TableNotFoundError",
     "UnsupportedTypeError",
     "VersionNotFoundError",
@@ -73,9 +74,9 @@ class TableNotFoundError(LanceSparkError, ValueError):
     """No Lance table exists at the given path."""
 
 
-class TableExistsError(LanceSparkError, ValueError):
-    """A write or create that makes a new table found one already there (a catalog name or
-    a Lance table at the location); nothing was written."""
+class TableAlreadyExistsError(LanceSparkError, ValueError):
+    """A table is to be created where one exists already (a Lance table at the path, or a
+    catalog entry of that name); the message names it and the way to write to it anyway."""
 
 
 class VersionNotFoundError(LanceSparkError, ValueError):

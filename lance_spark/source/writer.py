@@ -117,10 +117,13 @@ class LanceWriter(DataSourceArrowWriter):
         txn: TxnId | None = None,
         operation: str | None = None,
         parameters: Mapping[str, str] | None = None,
+        metrics: Mapping[str, int] | None = None,
     ) -> int | None:
         """Commit what the tasks of job ``job_id`` (default: this writer's) wrote as ONE
         version; returns it (None: nothing committed). ``txn``: skip the commit when the
-        table already has one of that id (the files written are deleted)."""
+        table already has one of that id (the files written are deleted). ``operation``,
+        ``parameters`` and ``metrics`` (added to the write's own) go to the version's
+        history entry."""
         done = combine(results)
         # Ends the job: finished on success, aborted on any failure (Spark aborts it again
         # when commit raises, which finds nothing left to do). Finishing deletes the files
@@ -145,10 +148,10 @@ class LanceWriter(DataSourceArrowWriter):
                     )
                     return None
             fragments = list(done.new_fragments)
-            metrics: dict[str, int] = {}
+            extra: dict[str, int] = {}
             if self.mode is WriteMode.REPLACE_WHERE:
                 deleted = self._delete_replaced(job_id or self.job_id)
-                metrics["numDeletedRows"] = deleted.rows
+                extra["numDeletedRows"] = deleted.rows
                 if not deleted.rows and not fragments:
                     _log.info("replaceWhere on %s: no row to replace or write", self.uri)
                     return None
@@ -181,7 +184,8 @@ class LanceWriter(DataSourceArrowWriter):
                     "numFiles": len(done.files),
                     "numOutputRows": done.counts.get(ROWS, 0),
                     "numOutputBytes": done.counts.get(BYTES, 0),
-                    **metrics,
+                    **(metrics or {}),
+                    **extra,
                 },
                 user_metadata=self.options.user_metadata,
                 app_id=self.app_id,

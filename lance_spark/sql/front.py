@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 from sqlglot import expressions as exp
 
 from lance_spark._spark import PLAIN_SQL_ATTR, WriteRequest, sql_string
-from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableExistsError
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableAlreadyExistsError
 from lance_spark.source import dataset
 from lance_spark.source import writer as _writer
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
@@ -211,7 +211,7 @@ def _create_table(
     options = parse_write_options(stmt.options, session_storage=defaults.storage)
     if stmt.location is None and dataset.table_exists(uri, storage=options.storage):
         run(f"DROP TABLE {stmt.name}")
-        raise TableExistsError(
+        raise TableAlreadyExistsError(
             f"the location of the new managed table {stmt.name}, {uri!r}, already holds a "
             f"Lance table: register it with CREATE TABLE {stmt.name} USING lance LOCATION "
             f"'{uri}', or remove it"

@@ -3,7 +3,8 @@
 Imports :mod:`lance_spark.source`, never :mod:`lance_spark.sql`.
 """
 
+from lance_spark.table.builder import LanceTableBuilder
 from lance_spark.table.lance_table import LanceTable
 from lance_spark.table.merge import LanceMergeBuilder
 
-__all__ = ["LanceMergeBuilder", "LanceTable"]
+__all__ = ["LanceMergeBuilder", "LanceTable", "LanceTableBuilder"]

@@ -48,10 +48,19 @@ def recreate_entry(
     _create(execute, name, uri, config)
 
 
-def create_entry(spark: SparkSession, name: str, uri: str, storage: Mapping[str, str]) -> None:
-    """Create the catalog entry ``name`` of the Lance table at ``uri``, with its properties."""
+def create_entry(
+    spark: SparkSession,
+    name: str,
+    uri: str,
+    storage: Mapping[str, str],
+    *,
+    run: Run | None = None,
+) -> None:
+    """Create the catalog entry ``name`` of the Lance table at ``uri``
+    (``CREATE TABLE name USING lance LOCATION uri``), with the table's properties (read from
+    its latest version). ``run``: as in :func:`recreate_entry`."""
     config = properties(dataset.open_latest(uri, storage=storage))
-    _create(plain_sql(spark), name, uri, config)
+    _create(run or plain_sql(spark), name, uri, config)
 
 
 def _create(execute: Run, name: str, uri: str, config: Mapping[str, str]) -> None:

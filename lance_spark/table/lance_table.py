@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType
 
 from lance_spark import _spark
+from lance_spark._spark import JobProgress
 from lance_spark.errors import InvalidOptionError, TableNotFoundError
 from lance_spark.source.dataset import branch_location
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
@@ -37,12 +38,13 @@ from lance_spark.table import changes as _dml
 from lance_spark.table import detail as _detail
 from lance_spark.table import history, maintenance, schema
 from lance_spark.table import search as _search
+from lance_spark.table.builder import BuildMode, LanceTableBuilder
 from lance_spark.table.catalog import recreate_entry
 from lance_spark.table.context import TableContext
 from lance_spark.table.maintenance import LanceOptimizeBuilder
 from lance_spark.table.merge import LanceMergeBuilder
 
-__all__ = ["LanceOptimizeBuilder", "LanceTable"]
+__all__ = ["LanceOptimizeBuilder", "LanceTable", "LanceTableBuilder"]
 
 
 class LanceTable:
@@ -155,6 +157,123 @@ class LanceTable:
                 df.write.format("lance").mode("append").save(uri)
         """
         return cls(spark, path, storage_options)._context.exists()
+
+    # --- creating -----------------------------------------------------------------------------
+
+    @classmethod
+    def convertToLance(
+        cls,
+        spark: SparkSession,
+        parquet_path: str,
+        lance_uri: str,
+        *,
+        mode: str = "error",
+        options: Mapping[str, Any] | None = None,
+        parquetOptions: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        progress: bool | Callable[[JobProgress], None] = True,
+    ) -> LanceTable:
+        """Copy the Parquet data at ``parquet_path`` (a file, or a directory of files, e.g.
+        a Parquet table) into the Lance table at ``lance_uri``; returns that table.
+
+        One Spark job reads the files with Spark's Parquet reader and writes them through the
+        ``lance`` writer; the driver commits them as ONE Lance version, recorded in history as
+        ``CONVERT`` (with ``sourcePath`` and ``numConvertedFiles``). If anything fails nothing
+        is committed and the files written are deleted. The columns are the Parquet schema's,
+        with Spark's partition discovery: a directory laid out as ``label=cat/...`` gives a
+        column ``label`` (last, as Spark reads it). Parquet ``list<float>`` columns stay
+        lists unless ``options`` makes them vectors (``{"<col>.arrow.fixed-size-list.size":
+        n}``); ``options`` takes the other write options too (``max_rows_per_file``, ...),
+        ``parquetOptions`` Spark's Parquet read options (``mergeSchema``, ``basePath``,
+        ``recursiveFileLookup``...).
+
+        ``mode`` says what to do when a Lance table exists at ``lance_uri``: ``error``
+        (:class:`TableAlreadyExistsError`), ``overwrite`` (a new version with only the
+        converted rows; history kept), ``append``, or ``ignore`` (leave it as it is).
+        ``progress``: a bar on stderr (tasks done), False for none, or a function receiving
+        each :class:`~lance_spark.JobProgress`.
+
+        Example::
+
+            t = LanceTable.convertToLance(spark, "/data/events.parquet", "/data/events.lance")
+            t.history().select("version", "operation").show()
+        """
+        from lance_spark.table import convert as _convert
+
+        table = cls(spark, lance_uri, storage_options)
+        _convert.convert_parquet(
+            spark,
+            source=parquet_path,
+            target=lance_uri,
+            storage=table._storage,
+            mode=mode,
+            options={k: _spark.option_text(v) for k, v in (options or {}).items()},
+            parquet_options={k: _spark.option_text(v) for k, v in (parquetOptions or {}).items()},
+            progress=progress,
+        )
+        return table
+
+    @classmethod
+    def create(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder of a new Lance table (Delta's ``DeltaTable.create``): ``execute()``
+        raises :class:`TableAlreadyExistsError` when the table exists.
+
+        Example::
+
+            t = (LanceTable.create(spark)
+                 .tableName("pets")
+                 .location("/data/pets.lance")
+                 .addColumn("id", "bigint", nullable=False)
+                 .addColumn("label", "string", comment="the annotator's label")
+                 .property("owner_team", "vision")
+                 .execute())
+        """
+        return LanceTableBuilder(spark, BuildMode.CREATE, storage_options=storage_options)
+
+    @classmethod
+    def createIfNotExists(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder that creates the table unless it exists (then ``execute()`` returns the
+        existing table unchanged).
+
+        Example::
+
+            t = LanceTable.createIfNotExists(spark).location(uri).addColumns("id bigint").execute()
+        """
+        return LanceTableBuilder(
+            spark, BuildMode.CREATE_IF_NOT_EXISTS, storage_options=storage_options
+        )
+
+    @classmethod
+    def createOrReplace(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder that replaces the table when it exists (one new version with the
+        declared columns and no rows; history kept) and creates it when not.
+
+        Example::
+
+            t = LanceTable.createOrReplace(spark).location(uri).addColumns(df.schema).execute()
+        """
+        return LanceTableBuilder(
+            spark, BuildMode.CREATE_OR_REPLACE, storage_options=storage_options
+        )
+
+    @classmethod
+    def replace(
+        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+    ) -> LanceTableBuilder:
+        """A builder that replaces an existing table (:class:`TableNotFoundError` when there
+        is none): one new version with the declared columns and no rows; history kept.
+
+        Example::
+
+            t = LanceTable.replace(spark).tableName("pets").addColumn("id", "bigint").execute()
+        """
+        return LanceTableBuilder(spark, BuildMode.REPLACE, storage_options=storage_options)
 
     # --- reading ------------------------------------------------------------------------------
 

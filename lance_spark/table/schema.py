@@ -8,7 +8,7 @@ so a refused change commits nothing. Catalog entries are brought in step by the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import lance
@@ -108,14 +108,19 @@ def set_properties(table: TableContext, properties: Mapping[str, str]) -> None:
     """Set table properties (Lance's table config), one commit."""
     if not properties:
         return
-    reserved = sorted(k for k in properties if str(k).lower() in RESERVED_PROPERTIES)
+    check_property_keys(properties)
+    clean: dict[str, str | None] = {str(k): str(v) for k, v in properties.items()}
+    table.open().update_config(clean)
+
+
+def check_property_keys(keys: Iterable[str]) -> None:
+    """Reject table property keys Spark's catalog reserves (:class:`InvalidOptionError`)."""
+    reserved = sorted(str(k) for k in keys if str(k).lower() in RESERVED_PROPERTIES)
     if reserved:
         raise InvalidOptionError(
             f"table property {reserved[0]!r} is reserved by Spark's catalog (reserved: "
             f"{', '.join(sorted(RESERVED_PROPERTIES))}); choose another key"
         )
-    clean: dict[str, str | None] = {str(k): str(v) for k, v in properties.items()}
-    table.open().update_config(clean)
 
 
 def unset_properties(table: TableContext, keys: Sequence[str], *, if_exists: bool = False) -> None:

@@ -25,7 +25,7 @@ from lance_spark._spark import WriteRequest
 from lance_spark.errors import (
     InvalidOptionError,
     SchemaMismatchError,
-    TableExistsError,
+    TableAlreadyExistsError,
     TableNotFoundError,
 )
 from lance_spark.source import dataset
@@ -136,7 +136,7 @@ def _save(req: WriteRequest) -> bool:
     if dataset.table_exists(uri, storage=_storage(req.spark, options)):
         if mode == "ignore":
             return True
-        raise TableExistsError(
+        raise TableAlreadyExistsError(
             f"a Lance table already exists at {uri!r} and the save mode is ErrorIfExists (the "
             "default): use mode('append') to add rows, mode('overwrite') to replace them"
         )
@@ -160,7 +160,7 @@ def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
                 "drop the path option, or drop the table to move it"
             )
         if mode in _ERROR_MODES:
-            raise TableExistsError(
+            raise TableAlreadyExistsError(
                 f"table {name} already exists and the save mode is ErrorIfExists (the "
                 "default): use mode('append') to add rows, mode('overwrite') to replace them"
             )
@@ -177,13 +177,13 @@ def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
         return False
     if dataset.table_exists(uri, storage=_storage(req.spark, options)):
         if path is None:
-            raise TableExistsError(
+            raise TableAlreadyExistsError(
                 f"the location of the new managed table {name}, {uri!r}, already holds a "
                 f"Lance table: register it with CREATE TABLE {name} USING lance LOCATION "
                 f"'{uri}', or remove it"
             )
         if mode in _ERROR_MODES:
-            raise TableExistsError(
+            raise TableAlreadyExistsError(
                 f"a Lance table already exists at {uri!r} and the save mode is ErrorIfExists "
                 "(the default): use mode('append') or mode('overwrite'), or another path"
             )
@@ -221,7 +221,7 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
     properties = dict(req.properties)
     location = properties.pop("location", None)
     if req.call == "create" and target is not None:
-        raise TableExistsError(
+        raise TableAlreadyExistsError(
             f"table {name} already exists: writeTo({name!r}).create() makes a new table; use "
             "append(), overwrite(condition), replace() or createOrReplace()"
         )
@@ -244,7 +244,7 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
         return True
     uri = _normalise_uri(location) if location is not None else default_location(req.spark, name)
     if dataset.table_exists(uri, storage=_storage(req.spark, req.options)):
-        raise TableExistsError(
+        raise TableAlreadyExistsError(
             f"a Lance table already exists at {uri!r}: register it with CREATE TABLE {name} "
             f"USING lance LOCATION '{uri}' and write to it, or choose another location"
         )

@@ -88,7 +88,7 @@ def test_write_to_create_replace_and_create_or_replace(
     ).create()
     _agree(spark, name, _pets(spark))
     assert lance.dataset(uri).config()["team"] == "ml"
-    with pytest.raises(lance_spark.TableExistsError, match=name):
+    with pytest.raises(lance_spark.TableAlreadyExistsError, match=name):
         _pets(spark).writeTo(name).using("lance").create()
 
     # replace: ONE new version with the new rows and schema; history stays
@@ -130,7 +130,7 @@ def test_save_as_table_modes(spark: SparkSession, name: str, tmp_path: object) -
     _pets(spark).write.format("lance").saveAsTable(name)  # managed, ErrorIfExists
     _agree(spark, name, _pets(spark))
     uri = _location(spark, name)
-    with pytest.raises(lance_spark.TableExistsError, match="ErrorIfExists"):
+    with pytest.raises(lance_spark.TableAlreadyExistsError, match="ErrorIfExists"):
         _pets(spark).write.format("lance").saveAsTable(name)
     _pets(spark, 6, 2).write.mode("append").saveAsTable(name)  # format from the table
     _agree(spark, name, _pets(spark, 0, 8))

@@ -29,7 +29,14 @@ def test_readme_python_examples_run(spark: SparkSession, tmp_path: Path) -> None
         assert ds.schema.field("embedding").type.list_size == 2
         assert ds.count_rows() > 0
         assert lance.dataset(str(tmp_path / "toys.lance")).count_rows() == 1
+        photos = lance.dataset(str(tmp_path / "photos.lance"))
+        assert photos.version == 1 and photos.count_rows() == 3
+        assert photos.schema.field("embedding").type.list_size == 2
+        reviews = lance.dataset(str(tmp_path / "reviews.lance"))
+        assert reviews.schema.names == ["id", "verdict"]
+        assert reviews.checkout_version(3).count_rows() == 1
     finally:
         spark.sql("DROP TABLE IF EXISTS pets")
         spark.sql("DROP TABLE IF EXISTS toys")
         spark.sql("DROP TABLE IF EXISTS pets_copy")
+        spark.sql("DROP TABLE IF EXISTS reviews")

@@ -189,9 +189,9 @@ def test_error_if_exists_and_ignore_save_modes(spark: SparkSession, table_uri: s
     # ErrorIfExists (the default) creates a new table, and refuses an existing one
     _frame(spark, n=10).write.format("lance").save(table_uri)
     assert lance.dataset(table_uri).count_rows() == 10
-    with pytest.raises(lance_spark.TableExistsError, match=r"already exists.*ErrorIfExists"):
+    with pytest.raises(lance_spark.TableAlreadyExistsError, match=r"already exists.*ErrorIfExists"):
         _frame(spark).write.format("lance").save(table_uri)
-    with pytest.raises(lance_spark.TableExistsError):
+    with pytest.raises(lance_spark.TableAlreadyExistsError):
         _frame(spark).write.format("lance").mode("error").save(table_uri)
     # Ignore leaves an existing table alone, and creates a missing one
     _frame(spark).write.format("lance").mode("ignore").save(table_uri)
