@@ -355,10 +355,23 @@ def _plan_overwrite(
             else "set overwriteSchema=true to replace the table's schema"
         )
         raise SchemaMismatchError(f"{err}; {advice}") from None
+    target = _as_vectors(target, _vector_sizes(options.vector_sizes, incoming))
     if predicate is None:
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     replace_where.check_predicate(ds, predicate, uri=uri)
     return LanceWriter(uri, WriteMode.REPLACE_WHERE, int(ds.version), target, options, app_id)
+
+
+def _as_vectors(schema: pa.Schema, sizes: Mapping[str, int]) -> pa.Schema:
+    """``schema`` with the list columns named in ``sizes`` as vectors of that size (the
+    `<col>.arrow.fixed-size-list.size` option on an overwrite that keeps the schema)."""
+    fields = []
+    for f in schema:
+        size = sizes.get(f.name)
+        if size is not None and (pa.types.is_list(f.type) or pa.types.is_large_list(f.type)):
+            f = f.with_type(pa.list_(f.type.value_field, size))
+        fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def _vector_columns(table: pa.Schema, incoming: pa.Schema) -> dict[str, int]:

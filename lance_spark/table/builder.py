@@ -337,7 +337,8 @@ class LanceTableBuilder:
             uri=uri,
             spark_schema=plain,
             overwrite=replace,
-            options=WriteOptions(uri=uri, storage=storage),
+            # A replace declares the table's new columns (Delta's replace).
+            options=WriteOptions(uri=uri, storage=storage, overwrite_schema=replace),
             app_id=_spark.app_id(self._spark),
             nullable_columns=False,  # NOT NULL stays, as in CREATE TABLE
         )

@@ -71,6 +71,9 @@ def convert_parquet(
     write_options = parse_write_options(
         {**(options or {}), "path": target}, session_storage=storage
     )
+    if how == "overwrite":
+        # The converted table has the Parquet schema, whatever the table had before.
+        write_options = dataclasses.replace(write_options, overwrite_schema=True)
     # A local folder the job makes (plan_write opens its staging there) goes if it fails.
     folder = _normalise_uri(target)
     made_folder = "://" not in folder and not os.path.exists(folder)

@@ -158,3 +158,17 @@ def test_overwrite_with_merge_schema_adds_columns(spark: SparkSession, table_uri
     ds = lance.dataset(table_uri)
     assert ds.schema.names == ["id", "day", "src", "extra"]
     assert _rows(spark.read.format("lance").load(table_uri)) == _rows(wider)
+
+
+def test_overwrite_with_the_vector_size_option_makes_a_list_column_a_vector(
+    spark: SparkSession, table_uri: str
+) -> None:
+    frame = spark.range(3).selectExpr("id", "array(CAST(id AS FLOAT), 1.0f) AS v")
+    frame.write.format("lance").mode("append").save(table_uri)
+    assert str(lance.dataset(table_uri).schema.field("v").type).startswith("list")
+    frame.write.format("lance").option("v.arrow.fixed-size-list.size", "2").mode("overwrite").save(
+        table_uri
+    )
+    ds = lance.dataset(table_uri)
+    assert ds.schema.field("v").type.list_size == 2
+    assert _rows(spark.read.format("lance").load(table_uri)) == _rows(frame)
