@@ -18,8 +18,10 @@ Handled now:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +49,7 @@ from lance_spark.table.context import TableContext
 from lance_spark.table.schema import set_properties
 
 _MARKER = "_lance_spark_sql_installed"
+_REPLACE_TABLE = re.compile(r"\s*REPLACE\s+TABLE\s", re.I)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class CreateTable:
     if_not_exists: bool
     query: str | None = None  # CREATE TABLE ... AS <query>
     replace: bool = False  # CREATE OR REPLACE TABLE
+    replace_only: bool = False  # REPLACE TABLE: the table must exist
     columns: bool = True  # a column list was given
     properties: dict[str, str] = field(default_factory=dict)  # TBLPROPERTIES
 
@@ -96,6 +100,12 @@ def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> 
 
     tree = _parse_or_none(text)
     statement = _create_table_statement(tree)
+    if statement is None and tree is None and _REPLACE_TABLE.match(text):
+        # sqlglot does not parse REPLACE TABLE; Spark's own drops the catalog entry, then
+        # fails in the source (no location): read it as CREATE OR REPLACE of an existing table.
+        replaced = _create_table_statement(_parse_or_none("CREATE OR " + text.lstrip()))
+        if replaced is not None:
+            statement = dataclasses.replace(replaced, replace_only=True)
     if statement is not None:
         return _create_table(spark, run, text, statement)
     if isinstance(tree, exp.Drop) and str(tree.args.get("kind", "")).upper() == "TABLE":
@@ -173,7 +183,11 @@ def _create_table_as(
         WriteRequest(
             spark=spark,
             df=frame,
-            call="createOrReplace" if stmt.replace else "create",
+            call="replace"
+            if stmt.replace_only
+            else "createOrReplace"
+            if stmt.replace
+            else "create",
             source=FORMAT_NAME,
             table=stmt.name,
             options=dict(stmt.options),
@@ -195,7 +209,8 @@ def _create_table(
         )
     if stmt.replace:
         raise InvalidOptionError(
-            f"CREATE OR REPLACE TABLE {stmt.name} (columns) USING lance is not supported: "
+            f"{'REPLACE' if stmt.replace_only else 'CREATE OR REPLACE'} TABLE {stmt.name} "
+            "(columns) USING lance is not supported: "
             "replace with AS SELECT ..., or DROP TABLE and CREATE TABLE"
         )
     location = stmt.location or _writes.default_location(spark, stmt.name)

@@ -179,6 +179,14 @@ def test_sql_managed_create_ctas_and_create_or_replace(spark: SparkSession, name
         name,
         spark.createDataFrame([(1, "a", 7), (2, "b", 7)], "id long, name string, x int"),
     )
+    spark.sql(f"REPLACE TABLE {name} USING lance AS SELECT 9 AS id")
+    assert lance.dataset(uri).version == 4
+    _agree(spark, name, spark.createDataFrame([(9,)], "id int"))
+    with pytest.raises(lance_spark.TableNotFoundError, match="replace"):
+        spark.sql(f"REPLACE TABLE {name}_missing USING lance AS SELECT 1 AS id")
+    with pytest.raises(lance_spark.InvalidOptionError, match="not supported"):
+        spark.sql(f"REPLACE TABLE {name} (id BIGINT) USING lance")
+    assert spark.catalog.tableExists(name) and lance.dataset(uri).version == 4
     spark.sql(f"DROP TABLE {name}")
     assert not os.path.exists(uri)
 
