@@ -227,7 +227,7 @@ def test_write_to_missing_bucket_does_not_leak_secret(
 ) -> None:
     storage = lance_storage_options(endpoint, secret_key=SECRET)
     bucket = f"no-such-bucket-{uuid.uuid4().hex[:8]}"
-    with pytest.raises((PySparkException, Py4JJavaError)) as caught:
+    with pytest.raises((PySparkException, Py4JJavaError, lance_spark.LanceSparkError)) as caught:
         with_storage(pets(spark, FIRST).write.format("lance").mode("append"), storage).save(
             f"s3://{bucket}/pets.lance"
         )
