@@ -285,15 +285,20 @@ def install_write_hooks(handle: WriteHandler) -> None:
 
     DataFrameWriterV2.__init__ = functools.wraps(plain_init)(init)  # type: ignore[method-assign]
 
-    def classic_v1(self: Any) -> dict[str, Any]:
+    def classic(self: Any) -> dict[str, Any]:
+        """The recorded settings of a classic DataFrameWriter or DataFrameWriterV2."""
         r = recorded(self)
-        return {
+        state = {
             "df": self._df,
             "source": r.get("source"),
             "mode": r.get("mode"),
             "partition_by": r.get("partition_by", ()),
             "options": dict(r["options"]),
+            "properties": dict(r["properties"]),
         }
+        if "table" in r:  # writeTo(table); saveAsTable / insertInto name theirs
+            state["table"] = r["table"]
+        return state
 
     def connect_v1(self: Any) -> dict[str, Any]:
         w = self._write
@@ -303,17 +308,6 @@ def install_write_hooks(handle: WriteHandler) -> None:
             "mode": w.mode,
             "partition_by": tuple(w.partitioning_cols),
             "options": {k: v for k, v in w.options.items() if v is not None},
-        }
-
-    def classic_v2(self: Any) -> dict[str, Any]:
-        r = recorded(self)
-        return {
-            "df": self._df,
-            "source": r.get("source"),
-            "table": r.get("table"),
-            "partition_by": r.get("partition_by", ()),
-            "options": dict(r["options"]),
-            "properties": dict(r["properties"]),
         }
 
     def connect_v2(self: Any) -> dict[str, Any]:
@@ -399,9 +393,9 @@ def install_write_hooks(handle: WriteHandler) -> None:
 
             setattr(cls, name, functools.wraps(original)(terminal))
 
-    v1(DataFrameWriter, classic_v1)
+    v1(DataFrameWriter, classic)
     v1(ConnectWriter, connect_v1)
-    v2(DataFrameWriterV2, classic_v2)
+    v2(DataFrameWriterV2, classic)
     v2(ConnectWriterV2, connect_v2)
 
 

@@ -29,11 +29,15 @@ from lance_spark.source.options import MAIN_BRANCH, TimeTravel
 
 def table_exists(uri: str, *, storage: Mapping[str, str]) -> bool:
     """True when a Lance table (at least one committed version) exists at ``uri``."""
+    return latest_or_none(uri, storage=storage) is not None
+
+
+def latest_or_none(uri: str, *, storage: Mapping[str, str]) -> lance.LanceDataset | None:
+    """The latest version, or None when there is no table at ``uri``."""
     try:
-        open_latest(uri, storage=storage)
+        return open_latest(uri, storage=storage)
     except TableNotFoundError:
-        return False
-    return True
+        return None
 
 
 def open_latest(uri: str, *, storage: Mapping[str, str]) -> lance.LanceDataset:

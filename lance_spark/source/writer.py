@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+import lance
 import pyarrow as pa
 from lance.fragment import write_fragments
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -309,39 +310,40 @@ def _plan(
             f"option replaceWhere={options.replace_where!r} replaces the matching rows: it "
             "needs mode('overwrite'), and this write appends"
         )
-    exists = dataset.table_exists(uri, storage=storage)
-    if exists and overwrite and not options.overwrite_schema:
-        return _plan_overwrite(uri, incoming, options, app_id)
-    if exists and not overwrite:
-        ds = dataset.open_latest(uri, storage=storage)
-        table = ds.schema
+    latest = dataset.latest_or_none(uri, storage=storage)
+    if latest is not None and overwrite and not options.overwrite_schema:
+        return _plan_overwrite(uri, latest, incoming, vector_sizes, options, app_id)
+    if latest is not None and not overwrite:
+        table = latest.schema
         target = _types.reconcile_write_schema(incoming, table, merge_schema=options.merge_schema)
         new_columns = [n for n in target.names if n not in table.names]
         mode = WriteMode.APPEND
         if new_columns:
-            _commit.check_can_add_columns(ds, new_columns, uri=uri)
+            _commit.check_can_add_columns(latest, new_columns, uri=uri)
             mode = WriteMode.APPEND_NEW_COLUMNS
-        return LanceWriter(uri, mode, int(ds.version), target, options, app_id)
+        return LanceWriter(uri, mode, int(latest.version), target, options, app_id)
+    # A new table, or an overwrite with overwriteSchema: the incoming schema. An overwrite
+    # keeps the table's vector columns as vectors unless told otherwise.
+    if latest is not None:
+        vector_sizes = {**_vector_columns(latest.schema, incoming), **vector_sizes}
     target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
     if nullable_columns:
         target = _types.nullable_schema(target)
-    if exists:
-        ds = dataset.open_latest(uri, storage=storage)
-        # An overwrite keeps the table's vector columns as vectors unless told otherwise.
-        kept = {**_vector_columns(ds.schema, incoming), **vector_sizes}
-        target = _types.arrow_schema_for_new_table(incoming, vector_sizes=kept)
-        if nullable_columns:
-            target = _types.nullable_schema(target)
-        return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
-    return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
+    if latest is None:
+        return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
+    return LanceWriter(uri, WriteMode.OVERWRITE, int(latest.version), target, options, app_id)
 
 
 def _plan_overwrite(
-    uri: str, incoming: pa.Schema, options: WriteOptions, app_id: str | None
+    uri: str,
+    ds: lance.LanceDataset,
+    incoming: pa.Schema,
+    vector_sizes: Mapping[str, int],
+    options: WriteOptions,
+    app_id: str | None,
 ) -> LanceWriter:
-    """An overwrite that keeps the table's schema (Delta's rule: changing it takes
-    overwriteSchema), of every row or of the rows matching replaceWhere."""
-    ds = dataset.open_latest(uri, storage=options.storage)
+    """An overwrite of the latest version ``ds`` that keeps the table's schema (Delta's rule:
+    changing it takes overwriteSchema), of every row or of the rows matching replaceWhere."""
     table = ds.schema
     predicate = options.replace_where
     try:
@@ -355,7 +357,7 @@ def _plan_overwrite(
             else "set overwriteSchema=true to replace the table's schema"
         )
         raise SchemaMismatchError(f"{err}; {advice}") from None
-    target = _as_vectors(target, _vector_sizes(options.vector_sizes, incoming))
+    target = _as_vectors(target, vector_sizes)
     if predicate is None:
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     replace_where.check_predicate(ds, predicate, uri=uri)

@@ -37,7 +37,6 @@ from lance_spark.source import dataset
 from lance_spark.source import writer as _writer
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults, _normalise_uri
 from lance_spark.source.options import parse_write_options
-from lance_spark.source.reader import uri_from_schema
 from lance_spark.source.session import DEFAULTS_ATTR, session_storage
 from lance_spark.source.staging import remove_table
 from lance_spark.sql import params
@@ -279,13 +278,10 @@ def _drop_table(
     tables = tree.args.get("tables") or []
     if len(tables) != 1 or not isinstance(tables[0], exp.Table):
         return None
-    name = tables[0].sql(dialect="spark")
-    if not spark.catalog.tableExists(name):
-        return None  # Spark's error, or nothing with IF EXISTS
-    uri = uri_from_schema(spark.table(name).schema)
-    if uri is None:
-        return None
-    uri = _normalise_uri(uri)
+    target = _writes.catalog_table(spark, tables[0].sql(dialect="spark"))
+    if target is None or target.uri is None:
+        return None  # not a Lance table; or none: Spark's error, or nothing with IF EXISTS
+    name, uri = target.name, _normalise_uri(target.uri)
     result = run(text)
     if _writes.is_managed(spark, name, uri):
         remove_table(uri, storage=session_storage(spark))

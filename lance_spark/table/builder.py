@@ -34,6 +34,7 @@ from lance_spark.source.session import session_storage
 from lance_spark.source.writer import plan_write
 from lance_spark.table import catalog
 from lance_spark.table.schema import COMMENT_KEY, check_property_keys
+from lance_spark.table.writes import default_location, same_location
 
 if TYPE_CHECKING:
     from lance_spark.table.lance_table import LanceTable
@@ -311,7 +312,7 @@ class LanceTableBuilder:
         declared = None if self._location is None else _normalise_uri(self._location)
         if catalog_name is not None:
             entry = LanceTable.forName(self._spark, catalog_name).uri
-            if declared is not None and _normalise_uri(entry).rstrip("/") != declared.rstrip("/"):
+            if declared is not None and not same_location(entry, declared):
                 raise InvalidOptionError(
                     f"table {self._name!r} is in the catalog at {entry!r}, not at the location "
                     f"{self._location!r} given; leave location() out or drop the table first"
@@ -320,8 +321,6 @@ class LanceTableBuilder:
         if declared is not None:
             return declared
         if self._name is not None:
-            from lance_spark.table.writes import default_location
-
             return default_location(self._spark, self._name)  # a managed table
         raise InvalidOptionError(
             f"LanceTable.{self._mode.value}() needs .location(path) (or the .tableName() of "

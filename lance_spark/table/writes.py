@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import sqlglot
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_spark import _spark
@@ -38,6 +37,7 @@ from lance_spark.table.catalog import create_entry, recreate_entry
 from lance_spark.table.context import TableContext
 
 _ERROR_MODES = frozenset({"error", "errorifexists", "default"})
+_SAVE_MODES = _ERROR_MODES | {"ignore", "append", "overwrite"}
 _NOT_PARTITIONED = (
     "Lance tables are not partitioned ({what}): a scalar index makes filters on a column fast "
     "(LanceTable.createIndex(column, 'BTREE' or 'BITMAP')), and "
@@ -61,7 +61,7 @@ def handle(req: WriteRequest) -> bool:
         return _save(req) if _is_lance(req.source) else False
     if req.table is None:
         return False
-    target = _catalog_table(req.spark, req.table)
+    target = catalog_table(req.spark, req.table)
     wanted = _is_lance(req.source) or (
         req.source is None and target is not None and target.uri is not None
     )
@@ -95,20 +95,20 @@ def handle(req: WriteRequest) -> bool:
             table = req.spark.table(req.table)
             options[REPLACE_WHERE] = _spark.condition_sql(table.toDF(*table.columns), condition)
         _write(req.df, uri, "overwrite", options)
-    elif req.call == "overwritePartitions":
+    else:  # overwritePartitions
         raise InvalidOptionError(
             _NOT_PARTITIONED.format(what=f"overwritePartitions() on {req.table}")
             + "; use writeTo(t).overwrite(condition) or createOrReplace()"
         )
-    else:
-        return False
     return True
 
 
 def default_location(spark: SparkSession, name: str) -> str:
     """Where Spark puts the managed table ``name``: its database's location / the table's
     name in lower case."""
-    parts = _name_parts(name)
+    parts = _spark.parse_identifier(name)
+    if not parts:
+        raise InvalidOptionError(f"{name!r} is not a table name")
     database = parts[-2] if len(parts) > 1 else spark.catalog.currentDatabase()
     location = _normalise_uri(spark.catalog.getDatabase(database).locationUri)
     return f"{location.rstrip('/')}/{parts[-1].lower()}"
@@ -117,7 +117,19 @@ def default_location(spark: SparkSession, name: str) -> str:
 def is_managed(spark: SparkSession, name: str, uri: str) -> bool:
     """True when the catalog table ``name`` at ``uri`` is managed (``uri`` is its default
     location): dropping it deletes its data."""
-    return _normalise_uri(uri).rstrip("/") == default_location(spark, name).rstrip("/")
+    return same_location(uri, default_location(spark, name))
+
+
+def same_location(a: str, b: str) -> bool:
+    """True when the locations ``a`` and ``b`` are one (``file:`` and a trailing ``/`` aside)."""
+    return _normalise_uri(a).rstrip("/") == _normalise_uri(b).rstrip("/")
+
+
+def catalog_table(spark: SparkSession, name: str) -> CatalogTable | None:
+    """The catalog table ``name`` (None: there is none)."""
+    if not spark.catalog.tableExists(name):
+        return None
+    return CatalogTable(name, uri_from_schema(spark.table(name).schema))
 
 
 # --- df.write.format("lance").save(path) ----------------------------------------------------
@@ -150,11 +162,13 @@ def _save(req: WriteRequest) -> bool:
 def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
     name = req.table or ""
     mode = (req.mode or "errorifexists").lower()
+    if mode not in _SAVE_MODES:
+        return False  # Spark's error for an unknown mode
     options = dict(req.options)
     path = options.pop(PATH, None)
     if target is not None:
         uri = _uri(target)
-        if path is not None and _normalise_uri(path).rstrip("/") != uri.rstrip("/"):
+        if path is not None and not same_location(path, uri):
             raise InvalidOptionError(
                 f"saveAsTable({name!r}) with path {path!r}: the table is at {uri!r}; "
                 "drop the path option, or drop the table to move it"
@@ -166,15 +180,11 @@ def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
             )
         if mode == "ignore":
             return True
-        if mode not in ("append", "overwrite"):
-            return False
         _write(req.df, uri, mode, options)
         if mode == "overwrite":
             recreate_entry(req.spark, name, uri, _storage(req.spark, options))
         return True
     uri = _normalise_uri(path) if path is not None else default_location(req.spark, name)
-    if mode not in _ERROR_MODES and mode not in ("ignore", "append", "overwrite"):
-        return False
     if dataset.table_exists(uri, storage=_storage(req.spark, options)):
         if path is None:
             raise TableAlreadyExistsError(
@@ -232,7 +242,7 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
         )
     if target is not None:
         uri = _uri(target)
-        if location is not None and _normalise_uri(location).rstrip("/") != uri.rstrip("/"):
+        if location is not None and not same_location(location, uri):
             raise InvalidOptionError(
                 f"{req.call}() of table {name} at {location!r}: the table is at {uri!r}; a "
                 "replace keeps the location (drop the table to move it)"
@@ -255,13 +265,6 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def _catalog_table(spark: SparkSession, name: str) -> CatalogTable | None:
-    """The catalog table ``name`` (None: there is none)."""
-    if not spark.catalog.tableExists(name):
-        return None
-    return CatalogTable(name, uri_from_schema(spark.table(name).schema))
 
 
 def _uri(target: CatalogTable) -> str:
@@ -296,11 +299,3 @@ def _check_not_partitioned(req: WriteRequest) -> None:
 
 def _is_lance(source: str | None) -> bool:
     return source is not None and source.lower() == FORMAT_NAME
-
-
-def _name_parts(name: str) -> list[str]:
-    try:
-        table = sqlglot.exp.to_table(name, dialect="spark")
-    except sqlglot.errors.ParseError:
-        raise InvalidOptionError(f"{name!r} is not a table name") from None
-    return [p.name for p in table.parts]
