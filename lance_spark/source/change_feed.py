@@ -79,16 +79,16 @@ def change_schema(table: StructType) -> StructType:
 
 @dataclass(frozen=True)
 class History:
-    """The table's latest version and every version's commit time: read once per planning
-    (listing the versions reads every manifest)."""
+    """The table's latest version and its version log, read once per planning: only the
+    manifests of the versions a feed reports are read (see :class:`dataset.VersionLog`)."""
 
     latest: lance.LanceDataset
-    stamps: Mapping[int, datetime]
+    log: dataset.VersionLog
 
     @classmethod
     def read(cls, uri: str, storage: Mapping[str, str]) -> History:
         latest = dataset.open_latest(uri, storage=storage)
-        return cls(latest, dict(dataset.version_timestamps(latest)))
+        return cls(latest, dataset.VersionLog(latest, uri=uri))
 
 
 def resolve_range(
@@ -101,7 +101,7 @@ def resolve_range(
     """(first version reported, last version reported)."""
     history = history or History.read(uri, storage)
     if options.starting_timestamp is not None:
-        first = dataset.first_version_since(history.latest, options.starting_timestamp)
+        first = history.log.first_at_or_after(options.starting_timestamp)
         if first is None:
             raise VersionNotFoundError(
                 f"startingTimestamp {options.starting_timestamp.isoformat()} is after the "
@@ -110,7 +110,7 @@ def resolve_range(
         start = first
     else:
         start = int(options.starting_version or 0)
-    end = _resolve_end(history.latest, options, uri)
+    end = _resolve_end(history.latest, options, uri, log=history.log)
     if start > end:
         raise InvalidOptionError(
             f"the change feed's starting version {start} is after its ending version {end}"
@@ -123,13 +123,19 @@ def ending_version(uri: str, options: ChangeFeedOptions, storage: Mapping[str, s
     return _resolve_end(dataset.open_latest(uri, storage=storage), options, uri)
 
 
-def _resolve_end(latest: lance.LanceDataset, options: ChangeFeedOptions, uri: str) -> int:
+def _resolve_end(
+    latest: lance.LanceDataset,
+    options: ChangeFeedOptions,
+    uri: str,
+    *,
+    log: dataset.VersionLog | None = None,
+) -> int:
     if options.ending_timestamp is not None:
         travel = TimeTravel(timestamp=options.ending_timestamp)
-        return dataset.resolve_version(latest, travel, uri=uri)
+        return dataset.resolve_version(latest, travel, uri=uri, log=log)
     if options.ending_version is not None:
         travel = TimeTravel(version=options.ending_version)
-        return dataset.resolve_version(latest, travel, uri=uri)
+        return dataset.resolve_version(latest, travel, uri=uri, log=log)
     return int(latest.version)
 
 
@@ -150,9 +156,9 @@ def plan(
             "follow rows from commit to commit (tables created by lance_spark have them); "
             "LanceTable.diff(start, end, key=<column>) compares two versions by key instead"
         )
-    stamps = history.stamps
+    existing = set(history.log.numbers())
     wanted = range(max(start - 1, 1), end + 1)
-    missing = [v for v in wanted if v not in stamps]
+    missing = [v for v in wanted if v not in existing]
     if missing:
         raise VersionNotFoundError(
             f"the change feed of the Lance table at {uri!r} for versions {start} to {end} needs "
@@ -160,9 +166,9 @@ def plan(
             "cleanup); read a later range"
         )
     changes: list[VersionChanges] = []
-    before = dataset.open_version(uri, start - 1, storage=storage) if start > 1 else None
+    before = history.log.open(start - 1) if start > 1 else None
     for version in range(start, end + 1):
-        after = dataset.open_version(uri, version, storage=storage)
+        after = history.log.open(version)
         old = {} if before is None else _fragments(before)
         new = _fragments(after)
         operation = dataset.operation(after, version)
@@ -194,7 +200,7 @@ def plan(
                     removed,
                     added,
                     rewritten=operation == "Update",
-                    timestamp_us=micros(stamps[version]),
+                    timestamp_us=micros(history.log.timestamp(version)),
                     trimmed=trimmed,
                 )
             )

@@ -88,7 +88,9 @@ class LanceDataSource(DataSource):
         )
         ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage, branch=opts.branch)
         projection = _reader.table_projection(ds.schema, opts)
-        return _reader.spark_schema(ds.schema, projection, uri=uri)
+        when = opts.time_travel.timestamp
+        resolved = None if when is None else _reader.resolved_marker(when, int(ds.version))
+        return _reader.spark_schema(ds.schema, projection, uri=uri, resolved=resolved)
 
     def _change_feed_schema(self, options: dict[str, str]) -> StructType:
         """A change feed's schema (batch or stream): the table's columns as of the ending
@@ -124,7 +126,13 @@ class LanceDataSource(DataSource):
                 storage=opts.storage,
                 batch_size=opts.batch_size,
             )
-        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage, branch=opts.branch)
+        when = opts.time_travel.timestamp
+        pinned = None if when is None else _reader.resolved_from_schema(schema, when)
+        if pinned is not None:  # schema() found the version already: one search per query
+            ds = dataset.open_version(uri, pinned, storage=opts.storage)
+        else:
+            travel = opts.time_travel
+            ds = dataset.open_resolved(uri, travel, storage=opts.storage, branch=opts.branch)
         table_schema = ds.schema
         if _reader.uri_from_schema(schema) is None:
             # A user-specified schema (.schema(...)): read those columns, by name.
@@ -150,6 +158,7 @@ class LanceDataSource(DataSource):
             rows_per_partition=opts.rows_per_partition,
             min_partitions=opts.min_partitions or self.defaults.parallelism,
             fragments=_reader.fragment_infos(ds),
+            data_bytes=_reader.data_bytes(ds),
             output_schema=schema,  # Spark checks batches against the schema it passed in
         )
 

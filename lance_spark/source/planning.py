@@ -29,10 +29,44 @@ class FragmentSlice:
 
 @dataclass(frozen=True)
 class LancePartition(InputPartition):
-    """One Spark task: the fragment slices it reads, in order."""
+    """One Spark task: the whole fragments it reads, as runs of consecutive fragment ids
+    (``[start, stop)``), then the parts of fragments it reads.
+
+    Runs keep a partition small whatever the number of fragments: a task over 50,000
+    one-row fragments ships two integers, not 50,000 objects. Build one with :meth:`of`.
+    """
 
     index: int
-    slices: tuple[FragmentSlice, ...]
+    whole: tuple[tuple[int, int], ...] = ()
+    parts: tuple[FragmentSlice, ...] = ()
+
+    @classmethod
+    def of(cls, index: int, slices: Iterable[FragmentSlice]) -> LancePartition:
+        """The partition reading ``slices`` (whole fragments first, in the order given)."""
+        runs: list[list[int]] = []
+        parts: list[FragmentSlice] = []
+        for s in slices:
+            if not s.is_whole:
+                parts.append(s)
+            elif runs and runs[-1][1] == s.fragment_id:
+                runs[-1][1] += 1
+            else:
+                runs.append([s.fragment_id, s.fragment_id + 1])
+        return cls(index, tuple((a, b) for a, b in runs), tuple(parts))
+
+    @property
+    def whole_fragment_ids(self) -> list[int]:
+        return [i for start, stop in self.whole for i in range(start, stop)]
+
+    @property
+    def fragment_ids(self) -> list[int]:
+        """Every fragment this partition reads (a part's too)."""
+        return [*self.whole_fragment_ids, *(s.fragment_id for s in self.parts)]
+
+    @property
+    def slices(self) -> tuple[FragmentSlice, ...]:
+        """Every slice, whole fragments first (expanded: for tests and small partitions)."""
+        return (*(FragmentSlice(i) for i in self.whole_fragment_ids), *self.parts)
 
 
 @dataclass(frozen=True)
@@ -42,8 +76,6 @@ class FragmentInfo:
     fragment_id: int
     physical_rows: int
     live_rows: int
-    # Bytes of its data files, from the manifest (None when a file does not record its size).
-    size_bytes: int | None = None
 
 
 def limited(fragments: Sequence[FragmentInfo], limit: int) -> list[FragmentInfo]:
@@ -72,10 +104,7 @@ def plan_partitions(
         return []
     target = min(rows_per_partition, max(1, math.ceil(total / max(1, min_partitions))))
     pieces = list(_split(fragments, target))
-    return [
-        LancePartition(index=i, slices=tuple(group))
-        for i, group in enumerate(_pack(pieces, target))
-    ]
+    return [LancePartition.of(i, group) for i, group in enumerate(_pack(pieces, target))]
 
 
 def _split(fragments: Iterable[FragmentInfo], target: int) -> Iterable[tuple[FragmentSlice, int]]:

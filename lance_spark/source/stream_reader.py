@@ -46,7 +46,7 @@ from lance_spark.source import dataset
 from lance_spark.source.change_feed import VersionChanges
 from lance_spark.source.options import StreamReadOptions
 from lance_spark.source.planning import FragmentSlice, LancePartition
-from lance_spark.source.reader import LanceReader, Projection, _fragment_info
+from lance_spark.source.reader import LanceReader, Projection
 
 # Appended fragments of one version read by one task, up to this many rows.
 _ROWS_PER_PARTITION = 1_000_000
@@ -222,8 +222,8 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             batch_size=self.options.batch_size,
             output_schema=table,
         )
-        slices = tuple(FragmentSlice(i) for i in partition.fragment_ids)
-        batches = reader.read(LancePartition(index=0, slices=slices))
+        slices = [FragmentSlice(i) for i in partition.fragment_ids]
+        batches = reader.read(LancePartition.of(0, slices))
         if partition.inserted_at is None:
             return batches
         return _as_inserts(batches, partition.inserted_at, self.schema)
@@ -358,7 +358,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _timestamp_us(self, version: int) -> int:
         history = _change_feed.History.read(self.uri, self.options.storage)
-        return _change_feed.micros(history.stamps[version])
+        return _change_feed.micros(history.log.timestamp(version))
 
     def _version_columns(self, version: int) -> tuple[str, ...]:
         if version in self._versions:
@@ -431,12 +431,17 @@ def _rows_of(meta: Any) -> tuple[int, object]:
 
 
 def _live(meta: Any) -> bool:
-    return _fragment_info(meta).live_rows > 0
+    return _live_rows(meta) > 0
+
+
+def _live_rows(meta: Any) -> int:
+    deleted = meta.deletion_file.num_deleted_rows if meta.deletion_file is not None else 0
+    return int(meta.physical_rows) - int(deleted or 0)
 
 
 def _unit(version: int, meta: Any) -> Unit:
-    info = _fragment_info(meta)
-    return Unit(version, info.fragment_id, info.live_rows, info.size_bytes or 0)
+    size = sum(int(f.file_size_bytes or 0) for f in meta.files)
+    return Unit(version, int(meta.id), _live_rows(meta), size)
 
 
 def stream_reader(uri: str, options: StreamReadOptions, schema: StructType) -> LanceStreamReader:

@@ -68,8 +68,8 @@ def detail(table: TableContext, *, name: str | None = None) -> DataFrame:
     deletion_files = sum(1 for fragment in fragments if fragment.metadata.deletion_file)
     deleted = sum(int(fragment.metadata.num_deletions or 0) for fragment in fragments)
     size = sum(int(f.file_size_bytes or 0) for f in data_files)
-    stamps = dataset.version_timestamps(ds)
-    by_version = dict(stamps)
+    log = dataset.VersionLog(ds, uri=table.uri)  # two manifests read, not every one
+    numbers = log.numbers()
     tags: dict[str, Any] = ds.tags.list()
     row: tuple[Any, ...] = (
         FORMAT,
@@ -77,8 +77,8 @@ def detail(table: TableContext, *, name: str | None = None) -> DataFrame:
         name,
         table.uri,
         int(ds.version),
-        stamps[0][1] if stamps else None,
-        by_version.get(int(ds.version)),
+        log.timestamp(numbers[0]) if numbers else None,
+        log.timestamp(int(ds.version)),
         [],
         len(fragments),
         len(data_files),

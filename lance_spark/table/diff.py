@@ -107,7 +107,7 @@ def diff(
             "a row to compare the two versions by key (tables created by lance_spark have "
             "stable row ids)"
         )
-    existing = {int(info["version"]) for info in latest.versions()}
+    existing = set(dataset.VersionLog(latest, uri=uri).numbers())  # no manifest read
     return _per_commit(
         read, uri=uri, storage=storage, start=start, end=end, target=target, existing=existing
     )

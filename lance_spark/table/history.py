@@ -24,7 +24,12 @@ from pyspark.sql.types import (
 
 from lance_spark.errors import InvalidOptionError, VersionNotFoundError
 from lance_spark.source import commit as _commit
-from lance_spark.source.dataset import open_version, resolve_version, version_timestamps
+from lance_spark.source.dataset import (
+    VersionLog,
+    open_version,
+    resolve_version,
+    version_timestamps,
+)
 from lance_spark.source.options import TimeTravel
 from lance_spark.table.context import TableContext
 
@@ -78,9 +83,11 @@ def history(table: TableContext, limit: int | None) -> DataFrame:
     if limit is not None and limit < 1:
         raise InvalidOptionError(f"history limit={limit} must be at least 1")
     ds = table.open()
-    stamps = sorted(version_timestamps(ds), key=lambda p: -p[0])
-    if limit is not None:
-        stamps = stamps[:limit]
+    if limit is None:
+        stamps = sorted(version_timestamps(ds), key=lambda p: -p[0])
+    else:  # only the manifests of the last `limit` versions are read
+        log = VersionLog(ds, uri=table.uri)
+        stamps = [(v, log.timestamp(v)) for v in reversed(log.numbers()[-limit:])]
     rows = [(v, stamp, *describe_version(ds, v)) for v, stamp in stamps]
     return table.spark.createDataFrame(rows, HISTORY_SCHEMA)
 
