@@ -14,7 +14,7 @@ JAR    := lance_spark/jars/lance-spark-companion.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 
 .DEFAULT_GOAL := help
-.PHONY: help demo bench test test-unit lint clean java venv jar
+.PHONY: help demo bench bench-scale test test-unit lint clean java venv jar
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,6 +44,9 @@ demo: $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lanc
 
 bench: $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
+
+bench-scale: $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
+	$(PY) -m benchmarks.scale --out BENCHMARKS.md
 
 test: $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
 	$(PY) -m pytest

@@ -41,6 +41,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import lance_spark
+from benchmarks import sections
 from lance_spark import LanceTable
 
 REPO = Path(__file__).resolve().parent.parent
@@ -1564,7 +1565,10 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
             session.stop()
         if not args.keep_data:
             shutil.rmtree(root, ignore_errors=True)
-    Path(args.out).write_text(render(report), encoding="utf-8")
+    out = Path(args.out)
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    # The sections other scripts write (make bench-scale) stay.
+    out.write_text(sections.keep(old, render(report)), encoding="utf-8")
     log(f"wrote {args.out}")
     return 0
 

@@ -101,3 +101,27 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
     assert any("python -m benchmarks.profile" in line for line in where)
     # The tables lived in a fresh directory under --work-dir, removed afterwards.
     assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_tiny_scale_benchmark_writes_its_section(spark: SparkSession, tmp_path: Path) -> None:
+    _harness()
+    scale = importlib.import_module("benchmarks.scale")
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text("# the main report\n\nkept as it is\n", encoding="utf-8")
+    argv = ["--versions", "3", "12", "--fragments", "10", "40", "--appends", "8"]
+    argv += ["--compaction", "30", "--memory-rows", "0", "--runs", "1", "--out", str(out)]
+    argv += ["--work-dir", str(tmp_path / "work")]
+
+    for _ in range(2):  # the second run replaces the section instead of adding one
+        assert scale.main(argv, spark=spark) == 0
+
+    markdown = out.read_text(encoding="utf-8")
+    assert markdown.startswith("# the main report\n\nkept as it is\n")
+    assert markdown.count("<!-- scale:begin -->") == 1 == markdown.count("<!-- scale:end -->")
+    versions = _section(markdown, "### Versions", "###")
+    for count in ("3", "12"):
+        assert all(_number(c) >= 0 for c in _row(versions, count)[1:])
+    fragments = _section(markdown, "### Fragments", "###")
+    for count in ("10", "40"):
+        assert all(_number(c) >= 0 for c in _row(fragments, count)[1:])
+    assert "30 one-row fragments" in markdown and "1 fragment(s) after" in markdown
