@@ -29,6 +29,7 @@ from lance_spark.source import compaction as _compaction
 from lance_spark.source import staging
 from lance_spark.source.compaction import COMPACTION_METRICS
 from lance_spark.source.jobs import StagedJob, TaskResult
+from lance_spark.source.options import AutoCompact
 from lance_spark.table import jobs as _jobs
 from lance_spark.table.context import TableContext
 
@@ -162,6 +163,30 @@ def _compaction_task(
                 )
 
     return run
+
+
+def auto_compact(
+    table: TableContext, version: int | None, settings: AutoCompact
+) -> _compaction.Compacted | None:
+    """After a commit of ``version`` from the driver (MERGE / UPDATE / DELETE): the
+    distributed compaction, as a version of its own, when the table has at least
+    ``settings.min_num_files`` small fragments. Never raises (the change has committed): a
+    failure is logged as a warning."""
+    if version is None or not settings.enabled:
+        return None
+    try:
+        if _compaction.small_fragments(table.open()) < settings.min_num_files:
+            return None
+        return compact(table, auto=True)
+    except Exception as err:  # noqa: BLE001  (the change is committed; compaction is a bonus)
+        _log.warning(
+            "auto compaction of %s after version %d failed; the change is committed, the "
+            "small fragments stay until the next compaction: %s",
+            table.uri,
+            version,
+            err,
+        )
+        return None
 
 
 def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> DataFrame:
