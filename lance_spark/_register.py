@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_spark import _spark, sql
 from lance_spark.errors import LanceSparkError
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
-from lance_spark.source.options import BRANCH, MAIN_BRANCH
+from lance_spark.source.options import BRANCH, MAIN_BRANCH, parse_auto_compact_conf
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
@@ -44,6 +44,11 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       Spark copies its conf into job properties and the event log in clear text);
       ``storage_options`` win over the conf, per-operation ``storage.<key>`` options over both;
       call ``register`` again after changing them;
+    - takes the session's auto compaction from the confs ``spark.lance.autoCompact.enabled``
+      (default false) and ``spark.lance.autoCompact.minNumFiles`` (default 50): writes then
+      compact the table after committing when it has that many small fragments (the write
+      options ``autoCompact`` / ``autoCompact.minNumFiles`` override them); read here, like
+      the storage confs;
     - registers the ``lance_search`` table-valued function
       (``SELECT * FROM lance_search('t', array(0.1, 0.2), 10)``, see
       :meth:`~lance_spark.LanceTable.search`);
@@ -78,6 +83,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
         storage=storage,
         app_id=_spark.app_id(spark),
         parallelism=_spark.default_parallelism(spark),
+        auto_compact=parse_auto_compact_conf(_spark.conf_items(spark)),
     )
     _spark.quiet_reregistration(spark)
     spark.dataSource.register(source_class(defaults, FORMAT_NAME))

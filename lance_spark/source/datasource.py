@@ -28,6 +28,7 @@ from lance_spark.source.options import (
     STARTING_TIMESTAMP,
     STARTING_VERSION,
     STREAM_READ_KEYS,
+    AutoCompact,
     ChangeFeedOptions,
     ReadOptions,
     change_feed_requested,
@@ -53,6 +54,7 @@ class SessionDefaults:
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
     app_id: str | None = None
     parallelism: int = 2
+    auto_compact: AutoCompact = field(default_factory=AutoCompact)  # spark.lance.autoCompact.*
 
 
 class LanceDataSource(DataSource):
@@ -163,7 +165,11 @@ class LanceDataSource(DataSource):
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        opts = parse_write_options(self.options, session_storage=self.defaults.storage)
+        opts = parse_write_options(
+            self.options,
+            session_storage=self.defaults.storage,
+            session_auto_compact=self.defaults.auto_compact,
+        )
         uri = dataset.branch_location(
             self._require_uri(opts.uri, schema), opts.branch, storage=opts.storage
         )
@@ -177,7 +183,10 @@ class LanceDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         opts = parse_write_options(
-            self.options, session_storage=self.defaults.storage, streaming=True
+            self.options,
+            session_storage=self.defaults.storage,
+            session_auto_compact=self.defaults.auto_compact,
+            streaming=True,
         )
         if opts.uri is None and _reader.uri_from_schema(schema) is None:
             # Spark 4.3 gives a Python streaming sink writing to a catalog table neither its

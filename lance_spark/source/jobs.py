@@ -1,9 +1,9 @@
 """What every distributed write shares: the typed result of one task, how it travels to the
 driver, and the staging of the job's files.
 
-Three engines write with Spark tasks and commit once on the driver: the data source writer
-(append / overwrite), the row-level change engine (MERGE / UPDATE / DELETE) and
-``addColumns``. Each task returns one :class:`TaskResult`; the writer gets it through
+Four engines write with Spark tasks and commit once on the driver: the data source writer
+(append / overwrite), the row-level change engine (MERGE / UPDATE / DELETE), ``addColumns``
+and compaction. Each task returns one :class:`TaskResult`; the writer gets it through
 Spark's commit messages (pickled by Spark), the others through one binary column of a
 ``mapInArrow`` job (:func:`encode` / :func:`decode`, run by :mod:`lance_spark.table.jobs`).
 :func:`combine` sums a job's results and raises the first connector error a task shipped,
@@ -51,6 +51,7 @@ class TaskResult(WriterCommitMessage):
     files: tuple[str, ...] = ()  # data files written, relative to data/
     violations: tuple[tuple[int, int], ...] = ()  # (fragment id, offset) matched twice
     schema: LanceSchema | None = None  # the table's schema with Lance's field ids
+    rewrites: tuple[str, ...] = ()  # compaction: Lance RewriteResult JSON, one per Lance task
     error: LanceSparkError | None = None
 
 
@@ -105,6 +106,7 @@ def combine(results: Iterable[TaskResult]) -> TaskResult:
         files=tuple(p for r in results for p in r.files),
         violations=tuple(v for r in results for v in r.violations),
         schema=schemas[0] if schemas else None,
+        rewrites=tuple(j for r in results for j in r.rewrites),
     )
 
 

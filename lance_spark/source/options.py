@@ -126,6 +126,15 @@ CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sin
 # replace the table's schema (without it an overwrite keeps the table's columns and types).
 REPLACE_WHERE = "replacewhere"
 OVERWRITE_SCHEMA = "overwriteschema"
+# Auto compaction after a write (Delta's names): compact, as a version of its own, when the
+# committed table has at least minNumFiles small fragments (fewer rows than Lance's compaction
+# target). Write options, with session defaults from these confs (read by register).
+AUTO_COMPACT = "autocompact"
+AUTO_COMPACT_MIN_NUM_FILES = "autocompact.minnumfiles"
+DEFAULT_AUTO_COMPACT = False
+DEFAULT_AUTO_COMPACT_MIN_NUM_FILES = 50  # Delta's default
+AUTO_COMPACT_CONF = "spark.lance.autoCompact.enabled"
+AUTO_COMPACT_MIN_NUM_FILES_CONF = "spark.lance.autoCompact.minNumFiles"
 
 WRITE_KEYS = frozenset(
     {
@@ -142,6 +151,8 @@ WRITE_KEYS = frozenset(
         DEDUPE_LOOKBACK,
         REPLACE_WHERE,
         OVERWRITE_SCHEMA,
+        AUTO_COMPACT,
+        AUTO_COMPACT_MIN_NUM_FILES,
     }
 )
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
@@ -188,6 +199,8 @@ _DISPLAY = {
     REPORT_OVERWRITES: "reportOverwrites",
     REPLACE_WHERE: "replaceWhere",
     OVERWRITE_SCHEMA: "overwriteSchema",
+    AUTO_COMPACT: "autoCompact",
+    AUTO_COMPACT_MIN_NUM_FILES: "autoCompact.minNumFiles",
 }
 
 
@@ -246,6 +259,16 @@ class ReadOptions:
 
 
 @dataclass(frozen=True)
+class AutoCompact:
+    """Whether a write compacts the table after committing, and from how many small
+    fragments on (write options autoCompact / autoCompact.minNumFiles, session confs
+    spark.lance.autoCompact.enabled / spark.lance.autoCompact.minNumFiles)."""
+
+    enabled: bool = DEFAULT_AUTO_COMPACT
+    min_num_files: int = DEFAULT_AUTO_COMPACT_MIN_NUM_FILES
+
+
+@dataclass(frozen=True)
 class WriteOptions:
     """Parsed options of ``df.write.format("lance")``."""
 
@@ -267,6 +290,7 @@ class WriteOptions:
     replace_where: str | None = None
     overwrite_schema: bool = False
     dedupe_lookback: int = DEFAULT_DEDUPE_LOOKBACK
+    auto_compact: AutoCompact = AutoCompact()
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
@@ -417,10 +441,12 @@ def parse_write_options(
     options: Mapping[str, str],
     *,
     session_storage: Mapping[str, str] | None = None,
+    session_auto_compact: AutoCompact | None = None,
     streaming: bool = False,
 ) -> WriteOptions:
     """Validate and parse write options (keys compared case-insensitively); ``streaming``:
-    the options of ``writeStream`` (no txnAppId / txnVersion: the batch id is the version)."""
+    the options of ``writeStream`` (no txnAppId / txnVersion: the batch id is the version).
+    ``session_auto_compact``: the session's auto compaction, which the options override."""
     opts = _lower(options)
     vector_keys = {k for k in opts if k.endswith(VECTOR_SIZE_SUFFIX)}
     known = STREAM_WRITE_KEYS if streaming else WRITE_KEYS
@@ -457,7 +483,42 @@ def parse_write_options(
         storage=_storage(opts, session_storage),
         replace_where=replace_where,
         overwrite_schema=overwrite_schema,
+        auto_compact=_auto_compact(opts, session_auto_compact or AutoCompact()),
     )
+
+
+def _auto_compact(opts: Mapping[str, str], session: AutoCompact) -> AutoCompact:
+    return AutoCompact(
+        enabled=_bool(opts, AUTO_COMPACT, default=session.enabled),
+        min_num_files=_positive_int(opts, AUTO_COMPACT_MIN_NUM_FILES, session.min_num_files),
+    )
+
+
+def parse_auto_compact_conf(conf: Mapping[str, object]) -> AutoCompact:
+    """The session's auto compaction from its Spark conf (``spark.lance.autoCompact.*``);
+    a bad value is an :class:`InvalidOptionError` naming the conf."""
+    enabled = conf.get(AUTO_COMPACT_CONF)
+    flag = DEFAULT_AUTO_COMPACT
+    if enabled is not None:
+        text = str(enabled).strip().lower()
+        if text not in _TRUE | _FALSE:
+            raise InvalidOptionError(
+                f"Spark conf {AUTO_COMPACT_CONF}={enabled!r} must be true or false"
+            )
+        flag = text in _TRUE
+    minimum = conf.get(AUTO_COMPACT_MIN_NUM_FILES_CONF)
+    number = DEFAULT_AUTO_COMPACT_MIN_NUM_FILES
+    if minimum is not None:
+        try:
+            number = int(str(minimum).strip())
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise InvalidOptionError(
+                f"Spark conf {AUTO_COMPACT_MIN_NUM_FILES_CONF}={minimum!r} must be a whole "
+                "number of fragments, at least 1"
+            )
+    return AutoCompact(enabled=flag, min_num_files=number)
 
 
 def _replace_where(opts: Mapping[str, str]) -> str | None:

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrameReader, SparkSession
 from lance_spark import _spark
 from lance_spark.errors import InvalidOptionError, SecretInConfError
 from lance_spark.source.datasource import FORMAT_NAME, LanceDataSource, SessionDefaults
-from lance_spark.source.options import STORAGE_PREFIX, secret_storage_keys
+from lance_spark.source.options import STORAGE_PREFIX, AutoCompact, secret_storage_keys
 
 STORAGE_CONF_PREFIX = "spark.lance.storage."
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -39,6 +39,12 @@ def session_storage(spark: SparkSession) -> Mapping[str, str]:
     """The storage options :func:`register` gave this session (conf and ``storage_options``)."""
     defaults: SessionDefaults | None = getattr(spark, DEFAULTS_ATTR, None)
     return storage_conf(spark) if defaults is None else defaults.storage
+
+
+def session_auto_compact(spark: SparkSession) -> AutoCompact:
+    """The auto compaction :func:`register` read from this session's conf (none before)."""
+    defaults: SessionDefaults | None = getattr(spark, DEFAULTS_ATTR, None)
+    return AutoCompact() if defaults is None else defaults.auto_compact
 
 
 def reset_private_formats(spark: SparkSession) -> None:

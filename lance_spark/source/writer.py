@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError
 from lance_spark.source import commit as _commit
+from lance_spark.source import compaction as _compaction
 from lance_spark.source import dataset, replace_where, staging, transactions
 from lance_spark.source import types as _types
 from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, combine
@@ -124,7 +125,46 @@ class LanceWriter(DataSourceArrowWriter):
         version; returns it (None: nothing committed). ``txn``: skip the commit when the
         table already has one of that id (the files written are deleted). ``operation``,
         ``parameters`` and ``metrics`` (added to the write's own) go to the version's
-        history entry."""
+        history entry. With autoCompact, a version of the compaction may follow (see
+        :meth:`_auto_compact`)."""
+        version = self._commit_once(
+            results,
+            job_id=job_id,
+            txn=txn,
+            operation=operation,
+            parameters=parameters,
+            metrics=metrics,
+        )
+        if version is not None and self.options.auto_compact.enabled:
+            self._auto_compact(version)
+        return version
+
+    def _auto_compact(self, version: int) -> None:
+        """Compact after the write's ``version`` when the table has autoCompact.minNumFiles
+        small fragments. This runs where Spark commits a Python data source's write: in a
+        Python process of the driver that has no Spark session (classic and Connect alike),
+        so the compaction runs there with pylance alone (Lance's plan, its tasks one after
+        another, one ``Rewrite`` commit with the connector's history entry) rather than as
+        a Spark job. Every write path (batch, streaming, catalog tables) passes here.
+        A failure is a warning: the write has committed."""
+        _compaction.maybe_auto_compact(
+            self.uri,
+            version,
+            min_num_files=self.options.auto_compact.min_num_files,
+            storage=self.options.storage,
+            app_id=self.app_id,
+        )
+
+    def _commit_once(
+        self,
+        results: Sequence[TaskResult],
+        *,
+        job_id: str | None,
+        txn: TxnId | None,
+        operation: str | None,
+        parameters: Mapping[str, str] | None,
+        metrics: Mapping[str, int] | None,
+    ) -> int | None:
         done = combine(results)
         # Ends the job: finished on success, aborted on any failure (Spark aborts it again
         # when commit raises, which finds nothing left to do). Finishing deletes the files

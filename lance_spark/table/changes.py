@@ -57,6 +57,8 @@ from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
 from lance_spark.source.options import COLUMNS, encode_names
 from lance_spark.table import conflicts as _conflicts
 from lance_spark.table import jobs as _jobs
+from lance_spark.table import maintenance
+from lance_spark.table.context import TableContext
 
 _OFFSET_MASK = 0xFFFFFFFF
 
@@ -222,7 +224,11 @@ def run(
             version = _commit_changes(change, target, outcome, counts, storage, app_id)
             return replace(_counts(outcome, version), added_columns=_evolves(change, target))
 
-    return _jobs.with_retry(attempt)
+    counts = _jobs.with_retry(attempt)
+    # spark.lance.autoCompact.*: a version of its own after the change (never raises).
+    table = TableContext(spark, uri, storage)
+    maintenance.auto_compact(table, counts.version, session.session_auto_compact(spark))
+    return counts
 
 
 # --- the driver side ----------------------------------------------------------------------------

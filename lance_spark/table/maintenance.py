@@ -1,7 +1,15 @@
-"""Maintenance of a Lance table (behind :class:`LanceTable`): compaction, vacuum, indexes."""
+"""Maintenance of a Lance table (behind :class:`LanceTable`): compaction, vacuum, indexes.
+
+Compaction runs as a Spark job through the connector's job runner
+(:func:`lance_spark.table.jobs.run_tasks`, classic and Connect sessions alike): the driver
+plans with Lance (:mod:`lance_spark.source.compaction`), each Spark task rewrites the
+fragments of one Lance compaction task, the driver commits one version.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, cast
 
@@ -17,8 +25,15 @@ from pyspark.sql.types import (
 )
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
+from lance_spark.source import compaction as _compaction
 from lance_spark.source import staging
+from lance_spark.source.compaction import COMPACTION_METRICS
+from lance_spark.source.jobs import StagedJob, TaskResult
+from lance_spark.source.options import AutoCompact
+from lance_spark.table import jobs as _jobs
 from lance_spark.table.context import TableContext
+
+_log = logging.getLogger(__name__)
 
 SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")
 VECTOR_INDEX_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ")
@@ -30,7 +45,10 @@ INDICES_SCHEMA = StructType(
         StructField("type", StringType(), True),
     ]
 )
-COMPACTION_METRICS = ("fragments_removed", "fragments_added", "files_removed", "files_added")
+COMPACTION_SCHEMA = StructType(
+    [StructField(k, LongType(), False) for k in COMPACTION_METRICS]
+    + [StructField("version", LongType(), True)]
+)
 _CLEANUP_METRICS = (
     "bytes_removed",
     "old_versions",
@@ -62,22 +80,113 @@ class LanceOptimizeBuilder:
     def __init__(self, table: TableContext) -> None:
         self._table = table
 
-    def executeCompaction(self, target_rows_per_fragment: int | None = None) -> DataFrame:
-        """Merge small fragments (and drop deleted rows) with Lance's own planner, in one new
-        version (none when there is nothing to do). Returns one row of metrics.
+    def executeCompaction(
+        self,
+        targetRowsPerFragment: int | None = None,
+        *,
+        target_rows_per_fragment: int | None = None,
+    ) -> DataFrame:
+        """Merge small fragments (and drop deleted rows) with Lance's own planner, as a Spark
+        job (one Spark task per Lance compaction task), committed as one new version (none
+        when there is nothing to do). Returns one row: fragments_removed, fragments_added,
+        files_removed, files_added, and the version committed (null: none).
+
+        ``targetRowsPerFragment`` (or ``target_rows_per_fragment``): the rows a fragment
+        should have; fragments with fewer are merged (Lance's default: 1,048,576).
 
         Example::
 
-            t.optimize().executeCompaction(target_rows_per_fragment=1_000_000).show()
+            t.optimize().executeCompaction(targetRowsPerFragment=1_000_000).show()
         """
-        if target_rows_per_fragment is not None and target_rows_per_fragment < 1:
-            raise InvalidOptionError(
-                f"target_rows_per_fragment={target_rows_per_fragment} must be at least 1"
+        target = _target_rows(targetRowsPerFragment, target_rows_per_fragment)
+        done = compact(self._table, target_rows_per_fragment=target)
+        row = (*(int(done.metrics[k]) for k in COMPACTION_METRICS), done.version)
+        return self._table.spark.createDataFrame([row], COMPACTION_SCHEMA)
+
+
+def _target_rows(camel: int | None, snake: int | None) -> int | None:
+    if camel is not None and snake is not None and camel != snake:
+        raise InvalidOptionError(
+            f"executeCompaction got targetRowsPerFragment={camel} and "
+            f"target_rows_per_fragment={snake}: give one of them"
+        )
+    target = camel if camel is not None else snake
+    if target is None:
+        return None
+    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+        raise InvalidOptionError(
+            f"executeCompaction targetRowsPerFragment (target_rows_per_fragment)={target!r} "
+            "must be a whole number of rows, at least 1"
+        )
+    return target
+
+
+def compact(
+    table: TableContext, *, target_rows_per_fragment: int | None = None, auto: bool = False
+) -> _compaction.Compacted:
+    """Plan on the driver, rewrite in Spark tasks (one per Lance compaction task), commit one
+    ``Rewrite``; the whole attempt is redone when a concurrent commit makes Lance call it
+    retryable (:func:`_jobs.with_retry`). A failed attempt commits nothing and deletes what its
+    tasks wrote."""
+
+    def attempt() -> _compaction.Compacted:
+        ds = table.open()
+        planned = _compaction.plan(ds, target_rows_per_fragment)
+        if not planned.tasks:
+            return _compaction.Compacted()
+        storage = dict(table.storage)
+        with StagedJob.begin(table.uri, read_version=planned.read_version, storage=storage) as job:
+            rows = table.spark.range(0, len(planned.tasks), 1, numPartitions=len(planned.tasks))
+            task = _compaction_task(table.uri, planned, storage, job.job_id)
+            done = _jobs.run_tasks(rows, task)
+            return _compaction.commit_rewrites(
+                table.uri, planned, done.rewrites, storage=storage, app_id=table.app_id, auto=auto
             )
-        ds = self._table.open()
-        result = ds.optimize.compact_files(target_rows_per_fragment=target_rows_per_fragment)
-        metrics = {k: int(getattr(result, k)) for k in COMPACTION_METRICS}
-        return self._table.one_row(metrics, COMPACTION_METRICS)
+
+    return _jobs.with_retry(attempt)
+
+
+def _compaction_task(
+    uri: str, planned: _compaction.Planned, storage: dict[str, str], job_id: str
+) -> _jobs.Task:
+    """Each Spark task gets the numbers of its Lance tasks (one, from ``range``)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
+        for batch in batches:
+            for number in batch.column(0).to_pylist():
+                yield _compaction.execute_task(
+                    uri,
+                    planned.read_version,
+                    planned.tasks[number],
+                    storage=storage,
+                    job_id=job_id,
+                )
+
+    return run
+
+
+def auto_compact(
+    table: TableContext, version: int | None, settings: AutoCompact
+) -> _compaction.Compacted | None:
+    """After a commit of ``version`` from the driver (MERGE / UPDATE / DELETE): the
+    distributed compaction, as a version of its own, when the table has at least
+    ``settings.min_num_files`` small fragments. Never raises (the change has committed): a
+    failure is logged as a warning."""
+    if version is None or not settings.enabled:
+        return None
+    try:
+        if _compaction.small_fragments(table.open()) < settings.min_num_files:
+            return None
+        return compact(table, auto=True)
+    except Exception as err:  # noqa: BLE001  (the change is committed; compaction is a bonus)
+        _log.warning(
+            "auto compaction of %s after version %d failed; the change is committed, the "
+            "small fragments stay until the next compaction: %s",
+            table.uri,
+            version,
+            err,
+        )
+        return None
 
 
 def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> DataFrame:

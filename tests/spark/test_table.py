@@ -94,34 +94,36 @@ def test_history_restore_and_foreign_versions(spark: SparkSession, table_uri: st
     t.restoreToTimestamp(stamp)  # v5
     assert lance.dataset(table_uri).version == 5 and _ids(table_uri) == list(range(100, 105))
     t.restoreToVersion(4)  # v6
-    assert t.optimize().executeCompaction().first().fragments_removed == 4
-    # v8 Rewrite; Lance committed v7 itself first, an operation pylance does not expose
+    assert t.optimize().executeCompaction().first().fragments_removed == 4  # v7 Rewrite
 
     data = pa.table({"id": pa.array([500], pa.int64()), "label": ["x"]})
-    lance.write_dataset(data, table_uri, mode="append")  # v9, plain pylance
-    lance.dataset(table_uri).delete("id = 0")  # v10
+    lance.write_dataset(data, table_uri, mode="append")  # v8, plain pylance
+    lance.dataset(table_uri).delete("id = 0")  # v9
+    lance.dataset(table_uri).optimize.compact_files()  # v10 reserves fragment ids, v11 Rewrite
 
     rows = t.history().collect()
-    assert [r.version for r in rows] == list(range(10, 0, -1))
+    assert [r.version for r in rows] == list(range(11, 0, -1))
     ops = [r.operation for r in rows]
     assert ops == [
-        "DELETE", "WRITE", "OPTIMIZE", "UNKNOWN", "RESTORE", "RESTORE", "RESTORE", "WRITE", "WRITE",
-        "CREATE TABLE",
+        "OPTIMIZE", "UNKNOWN", "DELETE", "WRITE", "OPTIMIZE", "RESTORE", "RESTORE", "RESTORE",
+        "WRITE", "WRITE", "CREATE TABLE",
     ]  # fmt: skip
     by_version = {r.version: r for r in rows}
     assert by_version[2].userMetadata == "second" and by_version[1].userMetadata is None
     assert by_version[2].operationParameters == {"mode": "Append"}
     assert by_version[3].operationParameters == {"mode": "Overwrite"}
     assert by_version[2].operationMetrics["numOutputRows"] == "10"
+    assert by_version[7].operationMetrics["fragments_removed"] == "4"  # the connector's
     assert by_version[4].operationParameters == {"version": "2"}
     assert by_version[4].operationMetrics["num_restored_files"] == "4"
     assert by_version[5].operationParameters["version"] == "3"
     assert by_version[1].appId == spark.conf.get("spark.app.id")
-    for foreign in (by_version[10], by_version[9], by_version[8], by_version[7]):
+    assert by_version[7].appId == spark.conf.get("spark.app.id")
+    for foreign in (by_version[11], by_version[10], by_version[9], by_version[8]):
         assert foreign.operationParameters == {} and foreign.operationMetrics == {}
         assert foreign.userMetadata is None and foreign.appId is None
     assert rows[0].timestamp >= rows[-1].timestamp
-    assert [r.version for r in t.history(2).collect()] == [10, 9]
+    assert [r.version for r in t.history(2).collect()] == [11, 10]
     assert sorted(r.id for r in t.toDF().collect()) == [*range(1, 30), 500]
 
 

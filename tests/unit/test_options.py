@@ -190,6 +190,8 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "reportoverwrites": "true",
         "replacewhere": "id > 1",
         "overwriteschema": "true",
+        "autocompact": "true",
+        "autocompact.minnumfiles": "5",
     }
     # txnAppId and txnVersion go together.
     partner = {"txnappid": {"txnVersion": "1"}, "txnversion": {"txnAppId": "a"}}.get(key, {})
