@@ -310,7 +310,9 @@ def operation(ds: lance.LanceDataset, version: int) -> str:
     ``Rewrite``...; ``unknown`` when its transaction cannot be read)."""
     try:
         tx = ds.read_transaction(version)
-    except (OSError, ValueError, RuntimeError):
+    # TypeError: pylance 14.0.2 cannot build the Python object of a compaction that rewrote
+    # an index (RewrittenIndex.__init__ misses arguments); such a version reads as unknown.
+    except (OSError, ValueError, RuntimeError, TypeError):
         return "unknown"
     return "unknown" if tx is None else type(tx.operation).__name__
 

@@ -182,7 +182,9 @@ def describe_version(
     """(operation, parameters, metrics, userMetadata, appId) of one version."""
     try:
         tx = ds.read_transaction(version)
-    except (OSError, ValueError, RuntimeError):
+    # TypeError: pylance 14.0.2 cannot build the Python object of a compaction that rewrote
+    # an index (RewrittenIndex.__init__ misses arguments); such a version reads as unknown.
+    except (OSError, ValueError, RuntimeError, TypeError):
         tx = None
     if tx is None:  # no transaction file (very old writers) or unreadable
         return ("CREATE TABLE" if version == 1 else "UNKNOWN", {}, {}, None, None)
