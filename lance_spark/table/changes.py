@@ -27,13 +27,16 @@ committed before the check are checked like any other commit.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from lance.fragment import FragmentMetadata, RowIdSequence, write_fragments
@@ -48,13 +51,14 @@ from lance_spark.errors import (
     ColumnNotFoundError,
     ConcurrentModificationError,
     InvalidOptionError,
+    LanceSparkError,
 )
 from lance_spark.source import commit as _commit
 from lance_spark.source import dataset, session, staging
 from lance_spark.source import reader as _reader
 from lance_spark.source import types as _types
 from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
-from lance_spark.source.options import COLUMNS, encode_names
+from lance_spark.source.options import COLUMNS, DEFAULT_MAX_ROWS_PER_FILE, encode_names
 from lance_spark.table import conflicts as _conflicts
 from lance_spark.table import jobs as _jobs
 from lance_spark.table import maintenance
@@ -358,8 +362,12 @@ def _execute(
         dict(storage),
     )
     # Rewritten rows first, inserted rows last: a fragment's carried-over row ids must bind
-    # to its leading rows (lance.fragment.RowIdSequence).
-    ordered = rows.repartition(key).sortWithinPartitions(F.col(KIND) == F.lit(KIND_INSERT))
+    # to its leading rows (lance.fragment.RowIdSequence). Then by target fragment and offset,
+    # so a task can write each fragment's deletion file as soon as its rows are over, holding
+    # one fragment's offsets at a time (Spark's sort spills; the Python task only streams).
+    ordered = rows.repartition(key).sortWithinPartitions(
+        F.col(KIND) == F.lit(KIND_INSERT), F.col(FRAG), F.col(OFFSET)
+    )
     return _jobs.run_tasks(ordered, task)
 
 
@@ -540,88 +548,69 @@ def _change_task(
     check_cardinality: bool,
     job_id: str,
     storage: dict[str, str],
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
 ) -> _jobs.Task:
-    """Each task streams the rows to write (updated first, then inserted) into fragment
-    files, then writes one deletion file per target fragment it holds (all of a fragment's
-    change rows are in one task) and records every file it wrote for an abort."""
+    """Each task streams its change rows (rewritten rows first, then inserted ones; the rows
+    of one target fragment together, by offset, see :func:`_execute`). The rows to write go
+    into new fragment files, one ``write_fragments`` call per ``max_rows_per_file`` rows (the
+    files one call would write); each target fragment's deletion file is written as soon as
+    its last change row has gone by (all of a fragment's change rows are in one task). Every
+    file written is recorded for an abort.
+
+    What a task holds besides the batch at hand and Lance's writer is bounded whatever the
+    partition's size: the offsets of ONE target fragment (its deletion vector, which Lance
+    needs whole) and the old row ids of the rewritten rows of ONE new file (the file's row-id
+    sequence), as numpy arrays."""
     written_kinds = pa.array([KIND_UPDATE, KIND_INSERT])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
-        deletes: dict[int, set[int]] = defaultdict(set)
-        updates: dict[int, list[int]] = defaultdict(list)
-        matched: dict[int, list[int]] = defaultdict(list)  # every matched row, for cardinality
-        carried_ids: list[int] = []  # row ids of the updated rows, in written order
-        counts: Counter[str] = Counter()
+        files = staging.TaskFiles(uri, job_id, storage=storage)
+        changes = _FragmentChanges(uri, version, storage, files, check_cardinality)
+        new: list[FragmentMetadata] = []
 
-        def note(batch: pa.RecordBatch) -> None:
-            columns = (batch.column(n).to_pylist() for n in (KIND, FRAG, OFFSET, ROW_ID))
-            for kind, fragment_id, offset, row_id in zip(*columns, strict=True):
-                counts[kind] += 1
-                if kind == KIND_INSERT:
-                    continue
-                matched[fragment_id].append(offset)
-                if kind == KIND_UPDATE:
-                    updates[fragment_id].append(offset)
-                    carried_ids.append(row_id)
-                elif kind == KIND_DELETE:
-                    deletes[fragment_id].add(offset)
-
-        def to_write(
-            batches: Iterator[pa.RecordBatch], schema: pa.Schema
-        ) -> Iterator[pa.RecordBatch]:
+        def to_write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
-                note(batch)
+                changes.note(batch)
                 kept = batch.filter(pc.is_in(batch.column(KIND), value_set=written_kinds))
                 if kept.num_rows:
-                    yield _types.conform_write_batch(kept.drop_columns(list(_ADDRESS)), schema)
+                    yield kept
 
-        new: list[FragmentMetadata] = []
-        files = staging.TaskFiles(uri, job_id, storage=storage)
         if write_schema is None:
             for batch in batches:
-                note(batch)
+                changes.note(batch)
         else:
-            relay = ErrorRelay()
-            written = files.watch(relay.watch(to_write(batches, write_schema)))
-            with relay:
-                new = write_fragments(
-                    pa.RecordBatchReader.from_batches(write_schema, written),
-                    uri,
-                    schema=write_schema,
-                    # "append" checks the schema against the table's, which lacks added columns.
-                    mode="overwrite" if evolved else "append",
-                    storage_options=storage or None,
-                    progress=files.progress(),
-                )
-        other_files: list[str] = []
-        updated: list[FragmentMetadata] = []
-        removed: list[int] = []
-        violations = _violations(matched)[:1] if check_cardinality else []
-        if stable_row_ids and not violations:
-            _carry_row_ids(new, carried_ids)
-        if not violations and (deletes or updates):
-            ds = dataset.open_version(uri, version, storage=storage)
-            for fragment_id in sorted(set(deletes) | set(updates)):
-                offsets = sorted(deletes[fragment_id].union(updates[fragment_id]))
-                # delete_rows writes the deletion file and returns the fragment's new
-                # metadata, or None when no row of the fragment is left.
-                changed = _fragment(ds, fragment_id, uri, version).delete_rows(offsets)
-                if changed is None:
-                    removed.append(fragment_id)
-                    continue
-                if changed.deletion_file is not None:
-                    other_files.append(changed.deletion_file.path(fragment_id))
-                    files.record(other=other_files[-1:])
-                updated.append(changed)
-        # An unconditional DELETE may see one target row matched several times: count it once.
-        counts[KIND_DELETE] = sum(len(offsets) for offsets in deletes.values())
+            for chunk in _chunks(to_write(batches), max_rows_per_file):
+                row_ids: list[np.ndarray] = []
+                relay = ErrorRelay()
+                fed = files.watch(relay.watch(_conformed(chunk, write_schema, row_ids)))
+                with relay, changes.relay():
+                    written = write_fragments(
+                        pa.RecordBatchReader.from_batches(write_schema, fed),
+                        uri,
+                        schema=write_schema,
+                        # "append" checks the schema against the table's, which lacks added
+                        # columns.
+                        mode="overwrite" if evolved else "append",
+                        max_rows_per_file=max_rows_per_file,
+                        storage_options=storage or None,
+                        progress=files.progress(),
+                    )
+                ids = np.concatenate(row_ids) if stable_row_ids and row_ids else None
+                # A row id twice: a target row rewritten twice, a cardinality violation its
+                # fragment reports when its rows are over (and nothing is committed).
+                if ids is not None and _distinct(ids)[1] is None:
+                    _carry_row_ids(written, ids)
+                new.extend(written)
+        changes.flush()  # the last fragment
+        violations = [changes.violation] if changes.violation is not None else []
         data_files = [f.path for fragment in new for f in fragment.files]
-        files.record(data=data_files, other=other_files)
+        files.record(data=data_files)
+        counts = {name: changes.counts[name] for name in (KIND_UPDATE, KIND_INSERT)}
         yield TaskResult(
             new_fragments=tuple(new),
-            updated_fragments=tuple(updated),
-            removed_fragment_ids=tuple(removed),
-            counts={name: counts[name] for name in (KIND_UPDATE, KIND_DELETE, KIND_INSERT)},
+            updated_fragments=() if violations else tuple(changes.updated),
+            removed_fragment_ids=() if violations else tuple(changes.removed),
+            counts={**counts, KIND_DELETE: changes.deleted_rows},
             files=tuple(data_files),
             violations=tuple(violations),
         )
@@ -629,7 +618,178 @@ def _change_task(
     return run
 
 
-def _carry_row_ids(new: list[FragmentMetadata], row_ids: list[int]) -> None:
+def _conformed(
+    pieces: Iterable[pa.RecordBatch], schema: pa.Schema, row_ids: list[np.ndarray]
+) -> Iterator[pa.RecordBatch]:
+    """The rows to write as ``schema``; appends the old row ids of the rewritten rows, in
+    written order, to ``row_ids``."""
+    for piece in pieces:
+        rewritten = pc.equal(piece.column(KIND), KIND_UPDATE)
+        row_ids.append(piece.column(ROW_ID).filter(rewritten).to_numpy(zero_copy_only=False))
+        yield _types.conform_write_batch(piece.drop_columns(list(_ADDRESS)), schema)
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[Iterator[pa.RecordBatch]]:
+    """``batches`` as consecutive runs of at most ``size`` rows (a batch is split at a run's
+    end); each run is read lazily and must be read to its end before the next is asked for.
+    A batch is pulled only when it is needed: the next run starts only when one is left."""
+    held: list[pa.RecordBatch] = []  # the rest of a split batch, or a batch pulled ahead
+
+    def pull() -> pa.RecordBatch | None:
+        return held.pop() if held else next(batches, None)
+
+    def run() -> Iterator[pa.RecordBatch]:
+        room = size
+        while room > 0:
+            batch = pull()
+            if batch is None:
+                return
+            if batch.num_rows > room:
+                held.append(batch.slice(room))
+                batch = batch.slice(0, room)
+            room -= batch.num_rows
+            yield batch
+
+    while True:
+        ahead = pull()
+        if ahead is None:
+            return
+        held.append(ahead)
+        yield run()
+
+
+class _FragmentChanges:
+    """The change rows of one task, target fragment by target fragment (a fragment's rows
+    arrive together): counts them, checks that no target row is matched twice, and writes each
+    fragment's deletion file when its rows are over (:meth:`flush`)."""
+
+    def __init__(
+        self,
+        uri: str,
+        version: int,
+        storage: Mapping[str, str],
+        files: staging.TaskFiles,
+        check_cardinality: bool,
+    ) -> None:
+        self._uri = uri
+        self._version = version
+        self._storage = storage
+        self._files = files
+        self._check_cardinality = check_cardinality
+        self._ds: lance.LanceDataset | None = None
+        self.counts: Counter[str] = Counter()
+        self.deleted_rows = 0  # distinct rows deleted (an unconditional DELETE may see one twice)
+        self.updated: list[FragmentMetadata] = []
+        self.removed: list[int] = []
+        self.violation: tuple[int, int] | None = None  # (fragment id, offset) matched twice
+        self._failure: Exception | None = None
+        self._done: set[int] = set()  # fragments whose rows are over
+        self._current: int | None = None
+        self._matched: list[np.ndarray] = []  # offsets of the current fragment's rows
+        self._deleted: list[np.ndarray] = []
+        self._rewritten: list[np.ndarray] = []
+
+    def note(self, batch: pa.RecordBatch) -> None:
+        try:
+            self._note(batch)
+        except Exception as err:
+            self._failure = err  # raised as itself when Lance's writer pulled this batch
+            raise
+
+    def flush(self) -> None:
+        """Write the current fragment's deletion file (none after a cardinality violation:
+        nothing is committed then)."""
+        try:
+            self._flush()
+        except Exception as err:
+            self._failure = err
+            raise
+
+    @contextmanager
+    def relay(self) -> Iterator[None]:
+        """Lance's writer reports an error raised while it pulls batches as an ``OSError``
+        with its text: raise the error :meth:`note` raised as itself."""
+        try:
+            yield
+        except Exception as exc:
+            failure, self._failure = self._failure, None
+            if failure is not None and failure is not exc:
+                raise failure from exc
+            raise
+
+    def _note(self, batch: pa.RecordBatch) -> None:
+        kinds = batch.column(KIND)
+        for item in pc.value_counts(kinds).to_pylist():
+            self.counts[item["values"]] += item["counts"]
+        targeted = batch.filter(pc.not_equal(kinds, KIND_INSERT))
+        if not targeted.num_rows:
+            return
+        if targeted.column(FRAG).null_count or targeted.column(OFFSET).null_count:
+            raise LanceSparkError("a change row of a target row has no row address")
+        frags = targeted.column(FRAG).to_numpy(zero_copy_only=False)
+        offsets = targeted.column(OFFSET).to_numpy(zero_copy_only=False)
+        kind = targeted.column(KIND)
+        deleted = pc.equal(kind, KIND_DELETE).to_numpy(zero_copy_only=False)
+        rewritten = pc.equal(kind, KIND_UPDATE).to_numpy(zero_copy_only=False)
+        bounds = [0, *(np.flatnonzero(frags[1:] != frags[:-1]) + 1).tolist(), len(frags)]
+        for start, end in itertools.pairwise(bounds):
+            fragment_id = int(frags[start])
+            if fragment_id != self._current:
+                self._flush()
+                if fragment_id in self._done:
+                    raise LanceSparkError(
+                        f"the change rows of fragment {fragment_id} of {self._uri} reached a "
+                        "task apart (they must be together); nothing was committed"
+                    )
+                self._current = fragment_id
+            part = offsets[start:end]
+            self._matched.append(part)
+            self._deleted.append(part[deleted[start:end]])
+            self._rewritten.append(part[rewritten[start:end]])
+
+    def _flush(self) -> None:
+        fragment_id, self._current = self._current, None
+        if fragment_id is None:
+            return
+        self._done.add(fragment_id)
+        deleted, _ = _distinct(np.concatenate(self._deleted))
+        offsets, _ = _distinct(np.concatenate([deleted, *self._rewritten]))
+        if self._check_cardinality and self.violation is None:
+            _, twice = _distinct(np.concatenate(self._matched))
+            if twice is not None:
+                self.violation = (fragment_id, twice)
+        self._matched, self._deleted, self._rewritten = [], [], []
+        self.deleted_rows += int(deleted.size)
+        if self.violation is not None or not offsets.size:
+            return
+        if self._ds is None:
+            self._ds = dataset.open_version(self._uri, self._version, storage=self._storage)
+        fragment = _fragment(self._ds, fragment_id, self._uri, self._version)
+        # delete_rows writes the deletion file and returns the fragment's new metadata, or
+        # None when no row of the fragment is left.
+        changed = fragment.delete_rows(offsets)
+        if changed is None:
+            self.removed.append(fragment_id)
+            return
+        if changed.deletion_file is not None:
+            self._files.record(other=[changed.deletion_file.path(fragment_id)])
+        self.updated.append(changed)
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, int | None]:
+    """``values`` sorted without repeats, and the smallest value that repeats (None: none).
+    (Sorting: numpy's hash-based ``unique`` is ~10x slower on a million offsets.)"""
+    ordered = np.sort(values)
+    if ordered.size < 2:
+        return ordered, None
+    repeats = ordered[1:] == ordered[:-1]
+    if not repeats.any():
+        return ordered, None
+    first = int(ordered[1:][repeats][0])
+    return ordered[np.concatenate(([True], ~repeats))], first
+
+
+def _carry_row_ids(new: list[FragmentMetadata], row_ids: np.ndarray) -> None:
     """Give the rewritten rows (the leading rows written) their old stable row ids, so an
     update stays an update for row-id based readers (diff); inserted rows get new ids at
     commit."""
@@ -638,21 +798,9 @@ def _carry_row_ids(new: list[FragmentMetadata], row_ids: list[int]) -> None:
         count = min(int(fragment.physical_rows), len(row_ids) - start)
         if count <= 0:
             break
-        sequence = RowIdSequence(row_ids[start : start + count])
+        sequence = RowIdSequence(row_ids[start : start + count].tolist())
         fragment.row_id_meta = sequence.to_inline_metadata()
         start += count
-
-
-def _violations(matched: Mapping[int, list[int]]) -> list[tuple[int, int]]:
-    found = []
-    for fragment_id, offsets in matched.items():
-        seen: set[int] = set()
-        for offset in offsets:
-            if offset in seen:
-                found.append((fragment_id, offset))
-                break
-            seen.add(offset)
-    return found
 
 
 def _fragment(ds: lance.LanceDataset, fragment_id: int, uri: str, version: int) -> Any:
