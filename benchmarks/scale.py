@@ -54,7 +54,7 @@ VERSION_COUNTS = (10, 1_000, 10_000)
 FRAGMENT_COUNTS = (1_000, 10_000, 100_000)
 APPENDS = 2_000
 COMPACTED_FRAGMENTS = 10_000
-MEMORY_ROWS = 200_000
+MEMORY_ROWS = 100_000
 TRAVEL_TARGET = 1.2  # time travel on 10,000 versions vs the 1-version table
 PLANNING_TARGET_S = 2.0  # planning 100,000 fragments
 MEMORY_TARGET = 1.5  # worker RSS from 1x to 10x rows
@@ -281,6 +281,10 @@ def measure_memory(spark: SparkSession, root: Path, rows: int) -> list[dict[str,
 # --- report -------------------------------------------------------------------------------------
 
 
+def _cell(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
 def _s(t: Timing) -> str:
     return f"{t.median:.3f}"
 
@@ -364,17 +368,22 @@ def render(
             f"{compaction.fragments_after} fragment(s) after.",
         ]
     if memory:
-        keys = list(memory[0])
+        columns = ("operation", "scale", "rows", "peak_mib", "growth_mib", "peak_ratio")
         lines += [
             "",
             "### Python worker memory",
             "",
-            f"Target: peak worker RSS within {MEMORY_TARGET}x from 1x to 10x rows.",
+            "All input in ONE partition (one task holds it all), 1x and 10x rows "
+            "(`benchmarks/memory.py`): the peak RSS of the busiest Python worker process, the "
+            "growth over the same job on 1,000 rows, and the peak's ratio to 1x. Target: "
+            f"within {MEMORY_TARGET}x from 1x to 10x rows.",
             "",
-            "| " + " | ".join(keys) + " |",
-            "|" + "---|" * len(keys),
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns),
         ]
-        lines += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in memory]
+        lines += [
+            "| " + " | ".join(_cell(row.get(k, "")) for k in columns) + " |" for row in memory
+        ]
     return "\n".join(lines) + "\n"
 
 
