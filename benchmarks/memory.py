@@ -33,6 +33,7 @@ measures whatever that session does; each result says whether workers were reuse
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -330,6 +331,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="comma-separated multiples of --rows (default 1,10)",
     )
     parser.add_argument("--work-dir", default=None, help="where the tables go (default: tmp)")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     if args.rows < 2:
         parser.error("--rows must be at least 2")
@@ -356,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
     print(f"`{command}`\n")
     print(render(results))
+    if args.json is not None:
+        Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
     return 0
 
 

@@ -19,16 +19,17 @@ one ``local[2]`` Spark session, and writes its section into ``--out`` between th
 - **compaction** of 10,000 one-row fragments: ``optimize().executeCompaction()`` (a Spark
   job) against pylance's ``compact_files()`` in this process, each on a fresh copy.
 - **memory**: peak RSS of the Python workers during writes of 1x and 10x rows in one task
-  (:mod:`benchmarks.memory`).
+  (:mod:`benchmarks.memory`, in a session of its own).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -269,13 +270,15 @@ def measure_compaction(
     return CompactionResult(fragments, dist, local, after)
 
 
-def measure_memory(spark: SparkSession, root: Path, rows: int) -> list[dict[str, Any]] | None:
-    try:
-        memory = importlib.import_module("benchmarks.memory")
-    except ImportError:  # not there yet
-        return None
-    result: list[dict[str, Any]] = memory.measure(spark, str(root / "memory"), rows=rows)
-    return result
+def measure_memory(root: Path, rows: int) -> list[dict[str, Any]]:
+    """:mod:`benchmarks.memory` in a session of its own (a fresh JVM whose Python workers are
+    not reused): workers of this session keep the memory of the large plans above."""
+    out = root / "memory.json"
+    command = [sys.executable, "-m", "benchmarks.memory", "--rows", str(rows)]
+    command += ["--work-dir", str(root), "--json", str(out)]
+    subprocess.run(command, check=True, cwd=Path(__file__).resolve().parent.parent)
+    results: list[dict[str, Any]] = json.loads(out.read_text(encoding="utf-8"))
+    return results
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -419,7 +422,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
             if args.compaction
             else None
         )
-        memory = measure_memory(session, root, args.memory_rows) if args.memory_rows else None
+        memory = measure_memory(root, args.memory_rows) if args.memory_rows else None
     finally:
         if spark is None:
             session.stop()

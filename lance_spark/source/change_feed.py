@@ -156,19 +156,28 @@ def plan(
             "follow rows from commit to commit (tables created by lance_spark have them); "
             "LanceTable.diff(start, end, key=<column>) compares two versions by key instead"
         )
-    existing = set(history.log.numbers())
-    wanted = range(max(start - 1, 1), end + 1)
-    missing = [v for v in wanted if v not in existing]
-    if missing:
+    try:
+        return _plan_versions(uri, history.log, start, end, report_overwrites)
+    except VersionNotFoundError:  # listed only now, to say which versions are gone
+        existing = set(history.log.numbers())
+        wanted = range(max(start - 1, 1), end + 1)
+        missing = [v for v in wanted if v not in existing]
         raise VersionNotFoundError(
             f"the change feed of the Lance table at {uri!r} for versions {start} to {end} needs "
             f"versions {', '.join(map(str, missing))}, which no longer exist (removed by "
             "cleanup); read a later range"
-        )
+        ) from None
+
+
+def _plan_versions(
+    uri: str, log: dataset.VersionLog, start: int, end: int, report_overwrites: bool
+) -> tuple[VersionChanges, ...]:
+    """The changes of each version of ``[start, end]``, reading only those manifests (and
+    version ``start - 1``'s)."""
     changes: list[VersionChanges] = []
-    before = history.log.open(start - 1) if start > 1 else None
+    before = log.open(start - 1) if start > 1 else None
     for version in range(start, end + 1):
-        after = history.log.open(version)
+        after = log.open(version)
         old = {} if before is None else _fragments(before)
         new = _fragments(after)
         operation = dataset.operation(after, version)
@@ -200,7 +209,7 @@ def plan(
                     removed,
                     added,
                     rewritten=operation == "Update",
-                    timestamp_us=micros(history.log.timestamp(version)),
+                    timestamp_us=micros(log.timestamp(version)),
                     trimmed=trimmed,
                 )
             )

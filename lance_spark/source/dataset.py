@@ -245,29 +245,58 @@ class VersionLog:
             self._stamps[version] = _utc(self.open(version).get_version()["timestamp"])
         return self._stamps[version]
 
+    def exists(self, version: int) -> bool:
+        """Whether ``version`` exists (opens it; lists the versions only when it does not)."""
+        try:
+            self.open(version)
+        except VersionNotFoundError:
+            return False
+        return True
+
+    def newest(self, count: int) -> list[int]:
+        """The newest ``count`` version numbers, newest first: the numbers below the latest,
+        each opened, or the listing when one of them is missing (removed by cleanup)."""
+        latest = int(self.latest.version)
+        guess = list(range(latest, max(0, latest - count), -1))
+        if self._numbers is None and all(self.exists(v) for v in guess):
+            return guess
+        return list(reversed(self.numbers()[-count:]))
+
     def last_at_or_before(self, when: datetime) -> int | None:
         """The latest version committed at or before ``when`` (None: all are later)."""
-        numbers = self.numbers()
-        low, high = 0, len(numbers)  # the answer's index + 1 is in [low, high]
-        while low < high:
-            mid = (low + high) // 2
-            if self.timestamp(numbers[mid]) <= when:
-                low = mid + 1
-            else:
-                high = mid
+        numbers, low = self._bisect(when, before=True)
         return numbers[low - 1] if low else None
 
     def first_at_or_after(self, when: datetime) -> int | None:
         """The first version committed at or after ``when`` (None: none was)."""
-        numbers = self.numbers()
+        numbers, low = self._bisect(when, before=False)
+        return numbers[low] if low < len(numbers) else None
+
+    def _bisect(self, when: datetime, *, before: bool) -> tuple[Sequence[int], int]:
+        """(the numbers searched, the index of the first version committed after ``when``
+        (``before``) or at or after it). The answer is always a version the search opened.
+
+        The search first takes the versions to be numbered 1 .. latest, which needs no
+        listing at all; a missing one (removed by cleanup, or a branch that starts at a later
+        number) sends it to the listing, once.
+        """
+        numbers: Sequence[int] = (
+            self._numbers if self._numbers is not None else range(1, int(self.latest.version) + 1)
+        )
         low, high = 0, len(numbers)
         while low < high:
             mid = (low + high) // 2
-            if self.timestamp(numbers[mid]) < when:
+            try:
+                stamp = self.timestamp(numbers[mid])
+            except VersionNotFoundError:
+                if isinstance(numbers, list):
+                    raise  # listed, yet gone: removed while searching
+                return self._bisect(when, before=before)  # numbers() is listed now
+            if stamp <= when if before else stamp < when:
                 low = mid + 1
             else:
                 high = mid
-        return numbers[low] if low < len(numbers) else None
+        return numbers, low
 
 
 _OPENED_KEPT = 4

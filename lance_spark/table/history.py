@@ -87,7 +87,7 @@ def history(table: TableContext, limit: int | None) -> DataFrame:
         stamps = sorted(version_timestamps(ds), key=lambda p: -p[0])
     else:  # only the manifests of the last `limit` versions are read
         log = VersionLog(ds, uri=table.uri)
-        stamps = [(v, log.timestamp(v)) for v in reversed(log.numbers()[-limit:])]
+        stamps = [(v, log.timestamp(v)) for v in log.newest(limit)]
     rows = [(v, stamp, *describe_version(ds, v)) for v, stamp in stamps]
     return table.spark.createDataFrame(rows, HISTORY_SCHEMA)
 
