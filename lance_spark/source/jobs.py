@@ -16,13 +16,14 @@ from __future__ import annotations
 import pickle
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
-from lance.fragment import FragmentMetadata
+from lance.fragment import FragmentMetadata, LanceFragment
 from lance.schema import LanceSchema
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -111,19 +112,20 @@ def combine(results: Iterable[TaskResult]) -> TaskResult:
 
 
 class ErrorRelay:
-    """Keeps the connector error raised while Lance's writer (Rust) pulls batches.
+    """Keeps the error raised while Lance's writer (Rust) pulls batches.
 
     ``write_fragments`` and ``merge_columns`` report an error raised by the Python iterator
     they read as an ``OSError`` holding only its text; inside ``with relay:`` that error is
-    raised again as itself."""
+    raised again as itself. ``kinds``: the errors kept (default: the connector's own)."""
 
-    def __init__(self) -> None:
-        self._error: LanceSparkError | None = None
+    def __init__(self, kinds: tuple[type[Exception], ...] = (LanceSparkError,)) -> None:
+        self._kinds = kinds
+        self._error: Exception | None = None
 
     def watch(self, items: Iterator[_T]) -> Iterator[_T]:
         try:
             yield from items
-        except LanceSparkError as err:
+        except self._kinds as err:
             self._error = err
             raise
 
@@ -139,6 +141,18 @@ class ErrorRelay:
         error, self._error = self._error, None
         if exc is not None and error is not None and exc is not error:
             raise error from exc
+
+
+def delete_rows(
+    fragment: LanceFragment, offsets: Sequence[int] | np.ndarray, files: staging.TaskFiles
+) -> FragmentMetadata | None:
+    """Write ``fragment``'s deletion file for the rows at ``offsets`` (physical, sorted) and
+    record it in the job (an abort deletes it). The fragment's new metadata, or None when no
+    row of it is left (no file then: Lance drops the fragment)."""
+    changed: FragmentMetadata | None = fragment.delete_rows(offsets)
+    if changed is not None and changed.deletion_file is not None:
+        files.record(other=[changed.deletion_file.path(int(fragment.fragment_id))])
+    return changed
 
 
 @dataclass(frozen=True)

@@ -13,20 +13,23 @@ Lance refuses to compare a date column with a plain string.
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import lance
+import numpy as np
 import pyarrow as pa
 from lance.fragment import FragmentMetadata
 
 from lance_spark.errors import CorruptTableError, InvalidOptionError, ReplaceWhereMismatchError
-from lance_spark.source import dataset
+from lance_spark.source import dataset, staging
+from lance_spark.source.jobs import delete_rows
 
 _OFFSET_BITS = 32  # a row address is (fragment id << 32) | offset
+_OFFSET_MASK = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def check_batch(batch: pa.RecordBatch, predicate: str) -> None:
     matched = mem.to_table(columns=[], filter=predicate, with_row_address=True)
     if matched.num_rows == batch.num_rows:
         return
-    kept = {int(a) & 0xFFFFFFFF for a in matched.column("_rowaddr").to_pylist()}
+    kept = {int(a) & _OFFSET_MASK for a in matched.column("_rowaddr").to_pylist()}
     first = next(i for i in range(batch.num_rows) if i not in kept)
     row = json.dumps(batch.slice(first, 1).to_pylist()[0], default=str)[:300]
     raise ReplaceWhereMismatchError(
@@ -79,33 +82,32 @@ def delete_matching(
     predicate: str,
     *,
     storage: Mapping[str, str],
-    record: Callable[[list[str]], object],
+    files: staging.TaskFiles,
 ) -> Deleted:
-    """Write deletion files for the rows of ``version`` matching ``predicate``. ``record``
-    gets each deletion file written (relative to the table's root), so an aborted job
-    deletes it."""
+    """Write deletion files for the rows of ``version`` matching ``predicate``, each recorded
+    in ``files``'s job, so an aborted job deletes it."""
     ds = dataset.open_version(uri, version, storage=storage)
     matched = ds.to_table(columns=[], filter=predicate, with_row_address=True)
-    offsets: dict[int, list[int]] = defaultdict(list)
-    for address in matched.column("_rowaddr").to_pylist():
-        offsets[int(address) >> _OFFSET_BITS].append(int(address) & 0xFFFFFFFF)
+    addresses = np.sort(matched.column("_rowaddr").to_numpy(zero_copy_only=False))
+    fragment_ids = addresses >> _OFFSET_BITS
+    offsets = addresses & _OFFSET_MASK
+    bounds = [0, *(np.flatnonzero(np.diff(fragment_ids)) + 1).tolist(), len(addresses)]
     updated: list[FragmentMetadata] = []
     removed: list[int] = []
-    for fragment_id in sorted(offsets):
+    for start, end in itertools.pairwise(bounds):
+        if start == end:
+            continue
+        fragment_id = int(fragment_ids[start])
         fragment = ds.get_fragment(fragment_id)
         if fragment is None:  # the scan of this very version found rows in it
             raise CorruptTableError(
                 f"fragment {fragment_id} of version {version} of {uri!r} is gone"
             )
-        # delete_rows writes the deletion file and returns the fragment's new metadata, or
-        # None when no row of the fragment is left.
-        changed = fragment.delete_rows(sorted(offsets[fragment_id]))
+        changed = delete_rows(fragment, offsets[start:end], files)
         if changed is None:
             removed.append(fragment_id)
-            continue
-        if changed.deletion_file is not None:
-            record([changed.deletion_file.path(fragment_id)])
-        updated.append(changed)
+        else:
+            updated.append(changed)
     return Deleted(tuple(updated), tuple(removed), matched.num_rows)
 
 

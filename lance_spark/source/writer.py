@@ -245,13 +245,12 @@ class LanceWriter(DataSourceArrowWriter):
         """Deletion files for the rows replaceWhere replaces, recorded in the job."""
         if self.read_version is None or self.options.replace_where is None:
             return replace_where.Deleted((), (), 0)  # a new table: nothing to replace
-        files = staging.TaskFiles(self.uri, job_id, storage=self.options.storage)
         return replace_where.delete_matching(
             self.uri,
             self.read_version,
             self.options.replace_where,
             storage=self.options.storage,
-            record=lambda paths: files.record(other=paths),
+            files=staging.TaskFiles(self.uri, job_id, storage=self.options.storage),
         )
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:

@@ -31,7 +31,6 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,7 +56,7 @@ from lance_spark.source import commit as _commit
 from lance_spark.source import dataset, session, staging
 from lance_spark.source import reader as _reader
 from lance_spark.source import types as _types
-from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
+from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, delete_rows
 from lance_spark.source.options import COLUMNS, DEFAULT_MAX_ROWS_PER_FILE, encode_names
 from lance_spark.table import conflicts as _conflicts
 from lance_spark.table import jobs as _jobs
@@ -582,8 +581,13 @@ def _change_task(
             for chunk in _chunks(to_write(batches), max_rows_per_file):
                 row_ids: list[np.ndarray] = []
                 relay = ErrorRelay()
-                fed = files.watch(relay.watch(_conformed(chunk, write_schema, row_ids)))
-                with relay, changes.relay():
+                # Any error of the change rows' own bookkeeping (a deletion file that cannot be
+                # written, rows of a fragment apart) is raised as itself too.
+                changed = ErrorRelay((Exception,))
+                fed = files.watch(
+                    relay.watch(_conformed(changed.watch(chunk), write_schema, row_ids))
+                )
+                with relay, changed:
                     written = write_fragments(
                         pa.RecordBatchReader.from_batches(write_schema, fed),
                         uri,
@@ -682,7 +686,6 @@ class _FragmentChanges:
         self.updated: list[FragmentMetadata] = []
         self.removed: list[int] = []
         self.violation: tuple[int, int] | None = None  # (fragment id, offset) matched twice
-        self._failure: Exception | None = None
         self._done: set[int] = set()  # fragments whose rows are over
         self._current: int | None = None
         self._matched: list[np.ndarray] = []  # offsets of the current fragment's rows
@@ -690,34 +693,8 @@ class _FragmentChanges:
         self._rewritten: list[np.ndarray] = []
 
     def note(self, batch: pa.RecordBatch) -> None:
-        try:
-            self._note(batch)
-        except Exception as err:
-            self._failure = err  # raised as itself when Lance's writer pulled this batch
-            raise
-
-    def flush(self) -> None:
-        """Write the current fragment's deletion file (none after a cardinality violation:
-        nothing is committed then)."""
-        try:
-            self._flush()
-        except Exception as err:
-            self._failure = err
-            raise
-
-    @contextmanager
-    def relay(self) -> Iterator[None]:
-        """Lance's writer reports an error raised while it pulls batches as an ``OSError``
-        with its text: raise the error :meth:`note` raised as itself."""
-        try:
-            yield
-        except Exception as exc:
-            failure, self._failure = self._failure, None
-            if failure is not None and failure is not exc:
-                raise failure from exc
-            raise
-
-    def _note(self, batch: pa.RecordBatch) -> None:
+        """Count ``batch``'s change rows; the previous fragment's deletion file is written
+        when its rows are over."""
         kinds = batch.column(KIND)
         for item in pc.value_counts(kinds).to_pylist():
             self.counts[item["values"]] += item["counts"]
@@ -735,7 +712,7 @@ class _FragmentChanges:
         for start, end in itertools.pairwise(bounds):
             fragment_id = int(frags[start])
             if fragment_id != self._current:
-                self._flush()
+                self.flush()
                 if fragment_id in self._done:
                     raise LanceSparkError(
                         f"the change rows of fragment {fragment_id} of {self._uri} reached a "
@@ -747,7 +724,9 @@ class _FragmentChanges:
             self._deleted.append(part[deleted[start:end]])
             self._rewritten.append(part[rewritten[start:end]])
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the current fragment's deletion file (none after a cardinality violation:
+        nothing is committed then)."""
         fragment_id, self._current = self._current, None
         if fragment_id is None:
             return
@@ -765,15 +744,11 @@ class _FragmentChanges:
         if self._ds is None:
             self._ds = dataset.open_version(self._uri, self._version, storage=self._storage)
         fragment = _fragment(self._ds, fragment_id, self._uri, self._version)
-        # delete_rows writes the deletion file and returns the fragment's new metadata, or
-        # None when no row of the fragment is left.
-        changed = fragment.delete_rows(offsets)
+        changed = delete_rows(fragment, offsets, self._files)
         if changed is None:
             self.removed.append(fragment_id)
-            return
-        if changed.deletion_file is not None:
-            self._files.record(other=[changed.deletion_file.path(fragment_id)])
-        self.updated.append(changed)
+        else:
+            self.updated.append(changed)
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, int | None]:
