@@ -24,7 +24,7 @@ names them ``OPTIMIZE``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from lance_spark.source import commit as _commit
 from lance_spark.source import dataset as _dataset
 from lance_spark.source import staging
 from lance_spark.source.jobs import StagedJob, TaskResult, combine
+from lance_spark.source.reader import fragment_infos
 
 _log = logging.getLogger(__name__)
 
@@ -90,13 +91,7 @@ def small_fragments(ds: lance.LanceDataset, target_rows_per_fragment: int | None
     """How many fragments of ``ds`` have fewer live rows than the compaction target (what
     Lance's planner would merge); from the manifest alone, no file is read."""
     target = target_rows_per_fragment or DEFAULT_TARGET_ROWS_PER_FRAGMENT
-    small = 0
-    for fragment in ds.get_fragments():
-        meta = fragment.metadata
-        deleted = meta.deletion_file.num_deleted_rows if meta.deletion_file is not None else 0
-        if int(meta.physical_rows or 0) - int(deleted or 0) < target:
-            small += 1
-    return small
+    return sum(1 for f in fragment_infos(ds) if f.live_rows < target)
 
 
 def execute_task(
@@ -216,23 +211,30 @@ def maybe_auto_compact(
     min_num_files: int,
     storage: Mapping[str, str],
     app_id: str | None,
+    what: str = "write",
+    compact: Callable[[lance.LanceDataset], Compacted] | None = None,
 ) -> Compacted | None:
-    """After a write committed ``version``: compact when it has at least ``min_num_files``
-    small fragments, as a version of its own. Never raises: the write stands, and a failed
-    compaction (a concurrent writer, ...) is logged as a warning. None: not needed (or
-    failed)."""
+    """After a ``what`` (a write; a change) committed ``version``: compact when the table
+    has at least ``min_num_files`` small fragments, as a version of its own, with
+    ``compact`` (given the latest version; default: :func:`compact_here`, in this process).
+    Never raises: the ``what`` stands, and a failed compaction (a concurrent writer, ...) is
+    logged as a warning. None: not needed (or failed)."""
     try:
         ds = _dataset.open_latest(uri, storage=storage)  # ``version`` or later
         small = small_fragments(ds)
         if small < min_num_files:
             return None
-        done = compact_here(uri, storage=storage, app_id=app_id, auto=True, ds=ds)
-    except Exception as err:  # noqa: BLE001  (the write has committed; compaction is a bonus)
+        if compact is None:
+            done = compact_here(uri, storage=storage, app_id=app_id, auto=True, ds=ds)
+        else:
+            done = compact(ds)
+    except Exception as err:  # noqa: BLE001  (the commit stands; compaction is a bonus)
         _log.warning(
-            "auto compaction of %s after version %d failed; the write is committed, the "
+            "auto compaction of %s after version %d failed; the %s is committed, the "
             "small fragments stay until the next compaction: %s",
             uri,
             version,
+            what,
             err,
         )
         return None

@@ -8,7 +8,6 @@ fragments of one Lance compaction task, the driver commits one version.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, cast
@@ -32,8 +31,6 @@ from lance_spark.source.jobs import StagedJob, TaskResult
 from lance_spark.source.options import AutoCompact
 from lance_spark.table import jobs as _jobs
 from lance_spark.table.context import TableContext
-
-_log = logging.getLogger(__name__)
 
 SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")
 VECTOR_INDEX_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ")
@@ -174,19 +171,15 @@ def auto_compact(
     failure is logged as a warning."""
     if version is None or not settings.enabled:
         return None
-    try:
-        if _compaction.small_fragments(table.open()) < settings.min_num_files:
-            return None
-        return compact(table, auto=True)
-    except Exception as err:  # noqa: BLE001  (the change is committed; compaction is a bonus)
-        _log.warning(
-            "auto compaction of %s after version %d failed; the change is committed, the "
-            "small fragments stay until the next compaction: %s",
-            table.uri,
-            version,
-            err,
-        )
-        return None
+    return _compaction.maybe_auto_compact(
+        table.uri,
+        version,
+        min_num_files=settings.min_num_files,
+        storage=table.storage,
+        app_id=table.app_id,
+        what="change",
+        compact=lambda _latest: compact(table, auto=True),
+    )
 
 
 def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> DataFrame:
