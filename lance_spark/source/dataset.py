@@ -337,13 +337,20 @@ def first_version_since(ds: lance.LanceDataset, when: datetime) -> int | None:
 def operation(ds: lance.LanceDataset, version: int) -> str:
     """The name of the Lance operation that committed ``version`` (``Append``, ``Update``,
     ``Rewrite``...; ``unknown`` when its transaction cannot be read)."""
+    tx = transaction(ds, version)
+    return "unknown" if tx is None else type(tx.operation).__name__
+
+
+def transaction(ds: lance.LanceDataset, version: int) -> lance.Transaction | None:
+    """The transaction that committed ``version`` (None: none was kept, or it cannot be
+    read)."""
     try:
-        tx = ds.read_transaction(version)
+        tx: lance.Transaction | None = ds.read_transaction(version)
     # TypeError: pylance 14.0.2 cannot build the Python object of a compaction that rewrote
     # an index (RewrittenIndex.__init__ misses arguments); such a version reads as unknown.
     except (OSError, ValueError, RuntimeError, TypeError):
-        return "unknown"
-    return "unknown" if tx is None else type(tx.operation).__name__
+        return None
+    return tx
 
 
 def _ranges(numbers: Sequence[int]) -> str:

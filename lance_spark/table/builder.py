@@ -361,7 +361,7 @@ class LanceTableBuilder:
         if self._comment is not None:
             wanted[TABLE_COMMENT_KEY] = self._comment
         ds = dataset.open_latest(uri, storage=storage)
-        current = {str(k): str(v) for k, v in ds.config().items()}
+        current = catalog.properties(ds)
         updates: dict[str, str | None] = {k: v for k, v in wanted.items() if current.get(k) != v}
         if replace:
             updates.update(

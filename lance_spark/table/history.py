@@ -28,6 +28,7 @@ from lance_spark.source.dataset import (
     VersionLog,
     open_version,
     resolve_version,
+    transaction,
     version_timestamps,
 )
 from lance_spark.source.options import TimeTravel
@@ -180,12 +181,7 @@ def describe_version(
     ds: lance.LanceDataset, version: int
 ) -> tuple[str, dict[str, str], dict[str, str], str | None, str | None]:
     """(operation, parameters, metrics, userMetadata, appId) of one version."""
-    try:
-        tx = ds.read_transaction(version)
-    # TypeError: pylance 14.0.2 cannot build the Python object of a compaction that rewrote
-    # an index (RewrittenIndex.__init__ misses arguments); such a version reads as unknown.
-    except (OSError, ValueError, RuntimeError, TypeError):
-        tx = None
+    tx = transaction(ds, version)
     if tx is None:  # no transaction file (very old writers) or unreadable
         return ("CREATE TABLE" if version == 1 else "UNKNOWN", {}, {}, None, None)
     props = dict(tx.transaction_properties or {})

@@ -166,6 +166,7 @@ def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
         return False  # Spark's error for an unknown mode
     options = dict(req.options)
     path = options.pop(PATH, None)
+    storage = _storage(req.spark, options)
     if target is not None:
         uri = _uri(target)
         if path is not None and not same_location(path, uri):
@@ -182,10 +183,10 @@ def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
             return True
         _write(req.df, uri, mode, options)
         if mode == "overwrite":
-            recreate_entry(req.spark, name, uri, _storage(req.spark, options))
+            recreate_entry(req.spark, name, uri, storage)
         return True
     uri = _normalise_uri(path) if path is not None else default_location(req.spark, name)
-    if dataset.table_exists(uri, storage=_storage(req.spark, options)):
+    if dataset.table_exists(uri, storage=storage):
         if path is None:
             raise TableAlreadyExistsError(
                 f"the location of the new managed table {name}, {uri!r}, already holds a "
@@ -202,7 +203,7 @@ def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
         _write(req.df, uri, mode, options)
     else:
         _write(req.df, uri, "append", options)
-    create_entry(req.spark, name, uri, _storage(req.spark, options))
+    create_entry(req.spark, name, uri, storage)
     return True
 
 
@@ -230,6 +231,7 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
     name = req.table or ""
     properties = dict(req.properties)
     location = properties.pop("location", None)
+    storage = _storage(req.spark, req.options)
     if req.call == "create" and target is not None:
         raise TableAlreadyExistsError(
             f"table {name} already exists: writeTo({name!r}).create() makes a new table; use "
@@ -249,18 +251,18 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
             )
         # Delta's replace: one new version with the new rows and schema; history is kept.
         _write(req.df, uri, "overwrite", {**req.options, OVERWRITE_SCHEMA: "true"})
-        _set_properties(req.spark, uri, req.options, properties)
-        recreate_entry(req.spark, name, uri, _storage(req.spark, req.options))
+        _set_properties(req.spark, uri, storage, properties)
+        recreate_entry(req.spark, name, uri, storage)
         return True
     uri = _normalise_uri(location) if location is not None else default_location(req.spark, name)
-    if dataset.table_exists(uri, storage=_storage(req.spark, req.options)):
+    if dataset.table_exists(uri, storage=storage):
         raise TableAlreadyExistsError(
             f"a Lance table already exists at {uri!r}: register it with CREATE TABLE {name} "
             f"USING lance LOCATION '{uri}' and write to it, or choose another location"
         )
     _write(req.df, uri, "append", req.options)
-    _set_properties(req.spark, uri, req.options, properties)
-    create_entry(req.spark, name, uri, _storage(req.spark, req.options))
+    _set_properties(req.spark, uri, storage, properties)
+    create_entry(req.spark, name, uri, storage)
     return True
 
 
@@ -285,10 +287,10 @@ def _storage(spark: SparkSession, options: Mapping[str, str]) -> Mapping[str, st
 
 
 def _set_properties(
-    spark: SparkSession, uri: str, options: Mapping[str, str], properties: Mapping[str, str]
+    spark: SparkSession, uri: str, storage: Mapping[str, str], properties: Mapping[str, str]
 ) -> None:
     if properties:
-        _schema.set_properties(TableContext(spark, uri, _storage(spark, options)), properties)
+        _schema.set_properties(TableContext(spark, uri, storage), properties)
 
 
 def _check_not_partitioned(req: WriteRequest) -> None:
