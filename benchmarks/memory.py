@@ -12,10 +12,11 @@ that one task holds all of it (the worst case for a task's memory):
 
 The rows are (id long, x double, label string, vector of 128 floats): about 540 bytes each.
 
-While a job runs, a thread samples every ``interval`` seconds (20 ms) the resident set size of
-the Spark Python worker processes below the driver's JVM (command line naming
-``pyspark.daemon``, ``pyspark.worker`` or the connector's ``lance_spark_daemon``, the daemon
-itself excluded: it only forks workers). Each result reports the highest RSS of any single
+While a job runs, ``make bench``'s sampler (:class:`benchmarks.run.WorkerMemory`) reads every
+``interval`` seconds (20 ms) the resident set size of the Spark Python worker processes below
+the driver's JVM that ran during the job (command line naming ``pyspark.daemon``,
+``pyspark.worker`` or the connector's ``lance_spark_daemon``, the daemons themselves excluded:
+they only fork workers). Each result reports the highest RSS of any single
 worker process (``peak_mib``): a task runs in one worker, so this is what a task's budget
 bounds; summing would add unrelated workers (the reads of the MERGE's target, planning calls)
 that hold their own, separate budgets. ``peak_total_mib`` (the highest sum over the workers of
@@ -39,18 +40,16 @@ import shlex
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 from pyspark.sql import DataFrame, SparkSession
 
 import lance_spark
-from benchmarks.run import MIB, REPO, jvm_pid
+from benchmarks.run import MIB, REPO, WorkerMemory, jvm_pid, work_root
 from lance_spark import LanceTable
 
 VECTOR_SIZE = 128
@@ -61,82 +60,6 @@ BASELINE_ROWS = 1_000
 INTERVAL = 0.02
 TARGET_RATIO = 1.5
 OPERATIONS = ("append", "merge", "addColumns")
-_WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker", "pyspark/worker", "lance_spark_daemon")
-_DAEMON_MARKERS = ("pyspark.daemon", "lance_spark_daemon")
-
-
-# --- sampling -------------------------------------------------------------------------------
-
-
-class WorkerPeaks:
-    """Peak RSS of the Spark Python workers below the JVM ``jvm`` while :meth:`track` runs.
-
-    ``peak_bytes``: the highest RSS of one worker process in any sample; ``peak_total_bytes``:
-    the highest sum over the workers of one sample; ``workers``: how many distinct worker
-    processes were seen."""
-
-    def __init__(self, jvm: int, interval: float = INTERVAL) -> None:
-        self._jvm = psutil.Process(jvm)
-        self._interval = interval
-        self.peak_bytes = 0
-        self.peak_total_bytes = 0
-        self.samples = 0
-        self._seen: set[int] = set()
-
-    @property
-    def workers(self) -> int:
-        return len(self._seen)
-
-    @contextmanager
-    def track(self) -> Iterator[WorkerPeaks]:
-        stop = threading.Event()
-
-        def poll() -> None:
-            while True:
-                self._sample()
-                if stop.wait(self._interval):
-                    break
-
-        thread = threading.Thread(target=poll, name="bench-worker-rss", daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            stop.set()
-            thread.join()
-            self._sample()
-
-    def _sample(self) -> None:
-        total = 0
-        for process in self._workers():
-            try:
-                rss = int(process.memory_info().rss)
-            except psutil.Error:
-                continue  # exited meanwhile
-            self._seen.add(process.pid)
-            self.peak_bytes = max(self.peak_bytes, rss)
-            total += rss
-        self.peak_total_bytes = max(self.peak_total_bytes, total)
-        self.samples += 1
-
-    def _workers(self) -> list[psutil.Process]:
-        try:
-            children = self._jvm.children(recursive=True)
-        except psutil.Error:
-            return []
-        found = []
-        for process in children:
-            try:
-                cmdline = " ".join(process.cmdline())
-                parent = process.ppid()
-            except psutil.Error:
-                continue
-            if not any(marker in cmdline for marker in _WORKER_MARKERS):
-                continue
-            if parent == self._jvm.pid and any(m in cmdline for m in _DAEMON_MARKERS):
-                continue  # the daemon itself: it only forks workers
-            found.append(process)
-        return found
 
 
 # --- the jobs -------------------------------------------------------------------------------
@@ -200,16 +123,15 @@ def _run(spark: SparkSession, uri: str, rows: int, interval: float) -> dict[str,
     pid = jvm_pid(spark)
     out: dict[str, dict[str, Any]] = {}
     for name, job in _jobs(spark, uri, rows):
-        peaks = WorkerPeaks(pid, interval)
+        peaks = WorkerMemory(pid, interval)  # make bench's sampler, one per job
         started = time.perf_counter()
         with peaks.track():
             job()
         out[name] = {
             "seconds": time.perf_counter() - started,
-            "peak_mib": peaks.peak_bytes / MIB,
+            "peak_mib": peaks.peak_worker_bytes / MIB,
             "peak_total_mib": peaks.peak_total_bytes / MIB,
-            "workers": peaks.workers,
-            "samples": peaks.samples,
+            "workers": peaks.active_workers,
         }
     expected = 1 + rows + (rows - rows // 2)
     counted = LanceTable.forPath(spark, uri).countRows()
@@ -236,8 +158,7 @@ def measure(
     ``worker_reuse``, and, beyond the first scale, ``peak_ratio`` and ``growth_ratio`` against
     the first scale."""
     lance_spark.register(spark)
-    Path(workdir).mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="lance_spark_memory_", dir=workdir))
+    root = work_root(workdir, "memory")
     reuse = str(spark.conf.get("spark.python.worker.reuse", "true")).lower() == "true"
     try:
         baseline = _run(spark, str(root / "baseline.lance"), baseline_rows, interval)

@@ -406,7 +406,9 @@ def log(message: str) -> None:
 
 # --- Python worker memory -------------------------------------------------------------------
 
-_WORKER_MARKERS = ("pyspark.daemon", "pyspark/worker", "pyspark.worker")
+_WORKER_MARKERS = ("pyspark.daemon", "pyspark/worker", "pyspark.worker", "lance_spark_daemon")
+# The daemons (the repository's conf runs Spark's as lance_spark_daemon): they only fork workers.
+_DAEMON_MARKERS = ("pyspark.daemon", "lance_spark_daemon")
 
 
 def _read(path: str) -> str | None:
@@ -510,7 +512,8 @@ class WorkerMemory:
             if not any(marker in cmdline for marker in _WORKER_MARKERS):
                 continue
             fields = _stat_fields(pid)
-            if fields is None or ("pyspark.daemon" in cmdline and int(fields[1]) == self._jvm_pid):
+            daemon = any(marker in cmdline for marker in _DAEMON_MARKERS)
+            if fields is None or (daemon and int(fields[1]) == self._jvm_pid):
                 continue  # a daemon only forks workers (and wakes up every second when idle)
             workers.append(pid)
         return workers
@@ -1548,15 +1551,21 @@ def run_benchmark(
     )
 
 
+def work_root(work_dir: str | Path | None, what: str) -> Path:
+    """A fresh folder for a benchmark's tables under ``work_dir`` (made if missing; None: the
+    system's temporary directory)."""
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"lance_spark_{what}_", dir=work_dir))
+
+
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     """Run the benchmark and write the report; ``spark``: use this session (not stopped)."""
     args = parse_args(argv)
     command = shlex.join(
         ["python", "-m", "benchmarks.run", *(sys.argv[1:] if argv is None else argv)]
     )
-    if args.work_dir is not None:
-        Path(args.work_dir).mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="lance_spark_bench_", dir=args.work_dir))
+    root = work_root(args.work_dir, "bench")
     session = spark if spark is not None else start_spark()
     try:
         report = run_benchmark(session, args.rows, args.runs, root, command, args.ml_rows)

@@ -31,7 +31,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from pyspark.sql import SparkSession
 
 import lance_spark
 from benchmarks import sections
-from benchmarks.run import describe_machine, log, start_spark
+from benchmarks.run import describe_machine, log, start_spark, work_root
 from lance_spark import LanceTable
 from lance_spark.source.datasource import LanceDataSource
 
@@ -107,6 +106,13 @@ def fragments_table(uri: str, fragments: int) -> None:
     ids = pa.array(range(fragments), pa.int64())
     data = pa.table({"id": ids, "x": pa.array([float(i) for i in range(fragments)])})
     lance.write_dataset(data, uri, max_rows_per_file=1, max_rows_per_group=1)
+
+
+def build(make: Callable[[str, int], None], uri: str, count: int, *, what: str) -> None:
+    """``make(uri, count)``, logging how long it took."""
+    started = time.perf_counter()
+    make(uri, count)
+    log(f"{count} {what} built in {time.perf_counter() - started:.1f} s")
 
 
 def commit_time(uri: str, version: int) -> str:
@@ -190,9 +196,7 @@ def measure_versions(
     results: list[VersionsResult] = []
     for count in counts:
         uri = str(root / f"versions_{count}.lance")
-        started = time.perf_counter()
-        versions_table(uri, count)
-        log(f"{count} versions built in {time.perf_counter() - started:.1f} s")
+        build(versions_table, uri, count, what="versions")
         when = commit_time(uri, 1)
         results.append(
             VersionsResult(
@@ -231,9 +235,7 @@ class AppendsResult:
 
 def measure_appends(spark: SparkSession, root: Path, appends: int, runs: int) -> AppendsResult:
     uri = str(root / "appends.lance")
-    started = time.perf_counter()
-    appends_table(uri, appends)
-    log(f"{appends} appends built in {time.perf_counter() - started:.1f} s")
+    build(appends_table, uri, appends, what="appends")
     latest = lance.dataset(uri)
     return AppendsResult(
         appends,
@@ -257,9 +259,7 @@ def measure_fragments(
     results: list[FragmentsResult] = []
     for count in counts:
         uri = str(root / f"fragments_{count}.lance")
-        started = time.perf_counter()
-        fragments_table(uri, count)
-        log(f"{count} fragments built in {time.perf_counter() - started:.1f} s")
+        build(fragments_table, uri, count, what="fragments")
         ds = lance.dataset(uri)
         results.append(
             FragmentsResult(
@@ -466,9 +466,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     command = shlex.join(
         ["python", "-m", "benchmarks.scale", *(sys.argv[1:] if argv is None else argv)]
     )
-    if args.work_dir is not None:
-        Path(args.work_dir).mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="lance_spark_scale_", dir=args.work_dir))
+    root = work_root(args.work_dir, "scale")
     session = spark if spark is not None else start_spark()
     lance_spark.register(session)
     try:
