@@ -12,8 +12,8 @@ import sqlglot
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from lance_spark import _spark, sql
-from lance_spark.errors import LanceSparkError
+from lance_spark import _settings, _spark, sql
+from lance_spark.errors import LanceSparkError, PerformanceWarning
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
 from lance_spark.source.options import BRANCH, MAIN_BRANCH, parse_auto_compact_conf
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
@@ -64,7 +64,10 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       pushed to Lance, statistics for Spark's joins, Arrow batches handed to Spark as columns,
       and correct results when a DataFrame is reused (SPARK-58551). A Spark Connect session
       gets it from its server's configuration (see :func:`spark_conf`); without it,
-      ``register`` warns once.
+      ``register`` warns once;
+    - says once (a :class:`~lance_spark.errors.PerformanceWarning`) which of the recommended
+      settings for Python data sources the session lacks (see :func:`configure`); it changes
+      none of them.
 
     Without credentials anywhere, Lance uses its standard chains (environment variables such
     as ``AWS_ACCESS_KEY_ID``, profiles, instance roles).
@@ -97,14 +100,26 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     _spark.quiet_python_daemon(spark)  # no traceback per worker after show() (see _spark)
     if not _spark.enable_companion(spark):
         _warn_without_companion(spark)
+    _warn_missing_settings(spark)
 
 
 def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
-    """Add the JVM companion to a session builder (jar and session extension), as Delta's
-    ``configure_spark_with_delta_pip`` does; settings already on the builder are kept.
+    """Add the JVM companion (jar and session extension) and the recommended settings for
+    Python data sources to a session builder, as Delta's ``configure_spark_with_delta_pip``
+    does; settings already on the builder are kept (JVM options are appended to).
 
-    ``register`` turns the companion on for a running classic session by itself; building the
-    session with it also puts the jar on the executors' class path from the start.
+    The recommended settings, each with its trade-off (README, "Recommended settings"):
+
+    - ``spark.python.unix.domain.socket.enabled=true``: Python workers talk to the JVM over
+      a Unix domain socket (about 35 ms less per Python round trip);
+    - ``-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false`` in
+      ``spark.driver.extraJavaOptions`` and ``spark.executor.extraJavaOptions``: no Arrow Java
+      bounds and null checks (a malformed Arrow buffer then reads out of bounds);
+    - ``spark.sql.execution.arrow.maxBytesPerBatch=2147483647``: no per-row batch size check
+      when rows go to Python (batches are then bounded by ``maxRecordsPerBatch`` rows only).
+
+    ``register`` turns the companion on for a running classic session by itself, but the
+    settings above are read when the application starts: only the builder can set them.
 
     Example::
 
@@ -114,23 +129,27 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
     current: dict[str, str] = dict(getattr(builder, "_options", {}) or {})
     for key, value in _spark.companion_conf(current).items():
         builder = builder.config(key, value)
+    for key, value in _settings.builder_settings(current).items():
+        builder = builder.config(key, value)
     return builder
 
 
 def spark_conf() -> dict[str, str]:
-    """The Spark settings that load the JVM companion: ``spark.jars`` (the jar shipped in this
-    package) and ``spark.sql.extensions``. For a Spark Connect server or ``spark-submit``,
-    where no Python runs before the session is built.
+    """The Spark settings that load the JVM companion (``spark.jars``: the jar shipped in this
+    package, and ``spark.sql.extensions``), with the recommended settings of :func:`configure`.
+    For a Spark Connect server or ``spark-submit``, where no Python runs before the session is
+    built.
 
     Example::
 
         args = [f"--conf={k}={v}" for k, v in lance_spark.spark_conf().items()]
         subprocess.run(["start-connect-server.sh", *args])
     """
-    return _spark.companion_conf()
+    return {**_spark.companion_conf(), **_settings.builder_settings({})}
 
 
 _warned = threading.Event()
+_warned_settings = threading.Event()
 _checked_apps: set[str] = set()
 
 
@@ -198,5 +217,29 @@ def _warn_without_companion(spark: SparkSession) -> None:
         "DataFrame reused after a filtered query (a second action, a temp view queried twice, "
         "a self-join with two filters) can silently read too few rows (SPARK-58551, Spark "
         f"4.3). Turn it on {where}; the jar is {_spark.companion_jar()} (make builds it).",
+        stacklevel=3,
+    )
+
+
+def _warn_missing_settings(spark: SparkSession) -> None:
+    """Once per process: the recommended settings (``_settings.RECOMMENDED``) the session
+    lacks. A Spark Connect session reports its server's."""
+    if _warned_settings.is_set():
+        return
+    values = {k: str(v) for k, v in _spark.conf_items(spark).items()}
+    lacking = _settings.missing(values.get)
+    if not lacking:
+        return
+    _warned_settings.set()
+    where = (
+        "in the Spark Connect server's configuration"
+        if _spark.is_connect(spark)
+        else "by building the session with lance_spark.configure(SparkSession.builder)"
+    )
+    warnings.warn(
+        "lance_spark: this session lacks settings that make Python data sources (lance "
+        f"among them) faster; set them {where} (register changes none of them; the README's "
+        "'Recommended settings' gives each one's trade-off):\n" + _settings.describe(lacking),
+        PerformanceWarning,
         stacklevel=3,
     )

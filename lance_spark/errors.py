@@ -24,6 +24,7 @@ __all__ = [
     "CorruptTableError",
     "InvalidOptionError",
     "LanceSparkError",
+    "PerformanceWarning",
     "SchemaMismatchError",
     "SecretInConfError",
     "SqlSyntaxError",
@@ -160,3 +161,8 @@ class CorruptTableError(LanceSparkError, OSError):
         super().__init__(message)
         self.table_uri = table_uri
         self.path = path
+
+
+class PerformanceWarning(UserWarning):
+    """A warning (not an error) that a session misses settings that make the connector
+    faster; silence it with ``warnings.filterwarnings("ignore", category=PerformanceWarning)``."""

@@ -3,6 +3,8 @@ how a session gets the JVM companion, or does without it.
 
     python _companion_driver.py configure <table>   # built with lance_spark.configure
     python _companion_driver.py missing   <table>   # no jar: register warns, Spark plans reads
+    python _companion_driver.py plain     <table>   # no recommended settings: register says so
+    python _companion_driver.py settings  <table>   # configure on a builder with the user's own
 
 Prints one ``RESULT {json}`` line.
 """
@@ -19,7 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 import lance_spark
-from lance_spark import _spark
+from lance_spark import _settings, _spark
 
 RESULT_PREFIX = "RESULT "
 
@@ -31,11 +33,18 @@ def _plan(frame: DataFrame) -> str:
     return out.getvalue()
 
 
+USER_JAVA_OPTION = "-Dlance_spark.test=1"
+
+
 def main(mode: str, uri: str) -> dict[str, Any]:
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-    if mode == "configure":
+    if mode == "settings":  # settings of the user's that configure must keep
+        builder = builder.config("spark.driver.extraJavaOptions", USER_JAVA_OPTION).config(
+            _settings.MAX_BYTES_PER_BATCH_CONF, "32m"
+        )
+    if mode in ("configure", "settings"):
         builder = lance_spark.configure(builder)
-    else:  # a package whose jar was not built
+    elif mode == "missing":  # a package whose jar was not built
         _spark.companion_jar = lambda: "/nonexistent/lance-spark-companion.jar"  # type: ignore[assignment]
     spark = builder.getOrCreate()
     try:
@@ -54,6 +63,11 @@ def main(mode: str, uri: str) -> dict[str, Any]:
             "enabled_before_register": before,
             "enabled": _spark.companion_enabled(spark),
             "warnings": [str(w.message) for w in caught if "companion" in str(w.message)],
+            "settings_warnings": [
+                str(w.message)
+                for w in caught
+                if issubclass(w.category, lance_spark.PerformanceWarning)
+            ],
             "plan": _plan(table().where("id > 10").select("id")),
             "filtered": sorted(r.id for r in table().where("id > 10").select("id").collect()),
             "count": table().count(),
@@ -62,6 +76,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
             "conf": {
                 key: spark.conf.get(key, "") for key in ("spark.jars", "spark.sql.extensions")
             },
+            "settings": {s.key: spark.conf.get(s.key, None) for s in _settings.RECOMMENDED},
         }
     finally:
         spark.stop()

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 import lance_spark
+from lance_spark import _settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -23,8 +24,11 @@ DRIVER = Path(__file__).resolve().with_name("_companion_driver.py")
 ROWS = 40
 
 
-def _run(mode: str, uri: str, cwd: Path) -> dict[str, Any]:
+def _run(mode: str, uri: str, cwd: Path, *, conf_dir: bool = True) -> dict[str, Any]:
+    """``conf_dir`` False: a user's own session, without the repository's spark-defaults.conf."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    if not conf_dir:
+        env.pop("SPARK_CONF_DIR", None)
     done = subprocess.run(
         [sys.executable, str(DRIVER), mode, uri],
         env=env,
@@ -72,3 +76,34 @@ def test_without_the_jar_register_warns_once_and_reads_stay_right(uri: str, tmp_
     # The trap the warning names (SPARK-58551): the same DataFrame counted after a filtered
     # query counts the filtered rows; fresh DataFrames (above) are right.
     assert result["reused"] == [ROWS - 11, ROWS - 11]
+
+
+def test_a_plain_session_hears_once_which_recommended_settings_it_lacks(
+    uri: str, tmp_path: Path
+) -> None:
+    result = _run("plain", uri, tmp_path, conf_dir=False)
+    assert len(result["settings_warnings"]) == 1  # register was called twice
+    message = result["settings_warnings"][0]
+    assert "lance_spark.configure(SparkSession.builder)" in message
+    for setting in _settings.RECOMMENDED:
+        assert setting.key in message
+        assert setting.is_set(result["settings"][setting.key]) is False  # none was set
+    assert result["enabled"] is True  # the companion, register turns on by itself
+    assert result["filtered"] == list(range(11, ROWS)) and result["count"] == ROWS
+
+
+def test_configure_sets_the_recommended_settings_and_keeps_the_users(
+    uri: str, tmp_path: Path
+) -> None:
+    # The driver's builder has -Dlance_spark.test=1 in spark.driver.extraJavaOptions and
+    # maxBytesPerBatch=32m before configure.
+    result = _run("settings", uri, tmp_path, conf_dir=False)
+    assert result["settings_warnings"] == [] and result["warnings"] == []
+    settings = result["settings"]
+    assert all(s.is_set(settings[s.key]) for s in _settings.RECOMMENDED)
+    assert settings[_settings.UNIX_SOCKET_CONF] == "true"
+    assert "-Dlance_spark.test=1" in settings[_settings.DRIVER_JAVA_OPTIONS].split()
+    for flag in _settings.ARROW_UNCHECKED_FLAGS:
+        assert flag in settings[_settings.EXECUTOR_JAVA_OPTIONS].split()
+    assert settings[_settings.MAX_BYTES_PER_BATCH_CONF] == "32m"  # the user's, kept
+    assert result["filtered"] == list(range(11, ROWS)) and result["count"] == ROWS

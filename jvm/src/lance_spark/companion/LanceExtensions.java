@@ -17,7 +17,8 @@ import scala.runtime.BoxedUnit;
  * (what {@code lance_spark.configure(builder)} sets), or {@link #installOn} on a running classic
  * session (what {@code lance_spark.register(spark)} calls when the jar is on the class path).
  *
- * <p>It adds one optimizer rule, {@link LanceScanRule}.
+ * <p>It adds two optimizer rules: {@link LanceScanRule} (reads) and {@link LanceWriteRule}
+ * (writes).
  *
  * <p>Spark internals it depends on: {@code SparkSessionExtensions.injectPreCBORule} (the "Pre CBO
  * Rules" batch runs right before "Early Filter and Projection Push-Down", where
@@ -44,6 +45,12 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
         @Override
         public Rule<LogicalPlan> apply(SparkSession session) {
           return new LanceScanRule();
+        }
+      });
+      extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+        @Override
+        public Rule<LogicalPlan> apply(SparkSession session) {
+          return new LanceWriteRule();
         }
       });
     }

@@ -51,7 +51,7 @@ final class LanceScanTable implements Table, SupportsRead {
     }
   }
 
-  private static boolean isLance(String name) {
+  static boolean isLance(String name) {
     return FORMAT.equalsIgnoreCase(name) || PRIVATE_FORMAT.matcher(name).matches();
   }
 

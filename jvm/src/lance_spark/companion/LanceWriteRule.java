@@ -1,0 +1,60 @@
+package lance_spark.companion;
+
+import org.apache.spark.sql.catalyst.analysis.NamedRelation;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.V2StreamingWriteCommand;
+import org.apache.spark.sql.catalyst.plans.logical.V2WriteCommand;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import org.apache.spark.sql.internal.SQLConf;
+
+import scala.Function1;
+import scala.PartialFunction$;
+
+/**
+ * Gives every write into a {@code lance} Python table (batch: {@code save}, {@code INSERT},
+ * {@code INSERT OVERWRITE}, catalog tables; streaming: each micro-batch) the table of
+ * {@link LanceWriteTable}, which writes through Spark's own Python write.
+ *
+ * <p>Spark internals: {@code V2WriteCommand.withNewTable} and
+ * {@code V2StreamingWriteCommand.withNewTable} (the write's target relation is a field of the
+ * command, not a child, so {@link LanceScanRule} never sees it); the "Pre CBO Rules" batch runs
+ * before {@code V2Writes}, which asks the relation's table for its write builder.
+ */
+final class LanceWriteRule extends Rule<LogicalPlan> {
+  @Override
+  public LogicalPlan apply(LogicalPlan plan) {
+    if (!Boolean.parseBoolean(SQLConf.get().getConfString(LanceScanRule.ENABLED_CONF, "true"))) {
+      return plan;
+    }
+    Function1<LogicalPlan, LogicalPlan> replace = node -> {
+      if (node instanceof V2WriteCommand command) {
+        NamedRelation table = wrapped(command.table());
+        return table == null ? node : (LogicalPlan) command.withNewTable(table);
+      }
+      if (node instanceof V2StreamingWriteCommand command) {
+        NamedRelation table = wrapped(command.table());
+        return table == null ? node : (LogicalPlan) command.withNewTable(table);
+      }
+      return node;
+    };
+    return plan.transformDown(PartialFunction$.MODULE$.fromFunction(replace));
+  }
+
+  private static NamedRelation wrapped(NamedRelation target) {
+    if (!(target instanceof DataSourceV2Relation relation)) {
+      return null;
+    }
+    LanceWriteTable table = LanceWriteTable.wrap(relation.table());
+    if (table == null) {
+      return null;
+    }
+    return relation.copy(
+        table,
+        relation.output(),
+        relation.catalog(),
+        relation.identifier(),
+        relation.options(),
+        relation.timeTravelSpec());
+  }
+}
