@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -93,6 +94,26 @@ STREAM_SINK = "streaming sink, availableNow (rows/10)"
 CHANGE_FEED = "change feed of one UPDATE version (1% of rows) vs comparing two Parquet snapshots"
 VECTOR_SEARCH = "ML: top-10 vector search, IVF_PQ index vs Spark brute force"
 
+# Writes of a cached DataFrame (benchmarks/cached_writes.py), per shape and kind of session.
+CACHED_APPEND = "append"
+CACHED_OVERWRITE = "overwrite"
+NARROW = "narrow"
+ML_SHAPED = "ML-shaped"
+CACHED_SESSIONS = ("recommended", "plain")
+CACHED_TARGETS = {"recommended": 0.9, "plain": 1.0}
+
+
+def cached_case(operation: str, shape: str, session: str) -> str:
+    return f"cached DataFrame {operation}, {shape} ({session} session)"
+
+
+CACHED_CASES = tuple(
+    cached_case(op, shape, session)
+    for session in CACHED_SESSIONS
+    for shape in (NARROW, ML_SHAPED)
+    for op in (CACHED_APPEND, CACHED_OVERWRITE)
+)
+
 CASE_NAMES = (
     FULL_SCAN,
     PROJECTION,
@@ -138,7 +159,27 @@ TARGETS: dict[str, float | None] = {
     STREAM_SINK: None,
     VECTOR_SEARCH: 0.05,
     CHANGE_FEED: None,
+    **{
+        cached_case(op, shape, session): CACHED_TARGETS[session]
+        for session in CACHED_SESSIONS
+        for shape in (NARROW, ML_SHAPED)
+        for op in (CACHED_APPEND, CACHED_OVERWRITE)
+    },
 }
+
+CACHED_METHOD = (
+    "the DataFrame is built, cached and counted before the clock starts, so the time is the "
+    "writer's own. Narrow: rows of `id` bigint, `x` double, `label` string (50 values); "
+    "ML-shaped: ML rows/4 of `id`, `x`, `label` (10 values) and `embedding` 128 floats (a "
+    'Lance `fixed_size_list`). **append**: `df.write.format("lance").mode("append")` vs '
+    '`df.write.mode("append").parquet(p)` into a table that already holds the same rows, '
+    'restored after every run (untimed); **overwrite**: `mode("overwrite")` of a table of the '
+    "same rows, old Lance files vacuumed after every run (untimed). Each kind of session is "
+    "a process of its own (`python -m benchmarks.cached_writes`), `local[2]` with a 4 GiB "
+    "driver and nothing of the repository's conf: **recommended** is built with "
+    "`lance_spark.configure(SparkSession.builder)`, **plain** is not (a user's own session). "
+    "Targets: <= 0.9 recommended, <= 1.0 plain."
+)
 
 METHODS: dict[str, str] = {
     FULL_SCAN: 'every column of the table to the `noop` sink (`df.write.format("noop")`).',
@@ -1260,7 +1301,51 @@ def run_cases(
     )
     index_seconds = build_vector_index(b)
     cases += (case_vector_search(b),)
-    return cases, tuple(memory), case_nearest_join(b, index_seconds)
+    nearest = case_nearest_join(b, index_seconds)
+    for session in CACHED_SESSIONS:
+        cached, cached_memory = cached_writes(b, session)
+        cases += cached
+        memory += cached_memory
+    return cases, tuple(memory), nearest
+
+
+def cached_writes(b: Bench, session: str) -> tuple[tuple[CaseResult, ...], list[MemoryResult]]:
+    """The cached DataFrame writes in a ``session`` of their own: a process started without
+    the repository's conf (SPARK_CONF_DIR), because a session's settings are fixed when its
+    JVM starts (benchmarks/cached_writes.py)."""
+    log(f"cached DataFrame writes, {session} session (a process of its own)")
+    out = b.root / f"cached-{session}.json"
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONF_DIR"}
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.cached_writes",
+        f"--session={session}",
+        f"--rows={b.rows}",
+        f"--ml-rows={max(MIN_ROWS, b.ml_rows // 4)}",
+        f"--runs={b.runs}",
+        f"--json={out}",
+        f"--work-dir={b.root}",
+    ]
+    subprocess.run(command, check=True, cwd=REPO, env=env)
+    data = json.loads(out.read_text(encoding="utf-8"))
+    cases = tuple(
+        CaseResult(
+            name=c["name"],
+            lance_seconds=tuple(c["lance_seconds"]),
+            baseline_seconds=tuple(c["baseline_seconds"]),
+            baseline=c["baseline"],
+        )
+        for c in data["cases"]
+    )
+    for case in cases:
+        log(
+            f"{case.name}: lance {case.lance_median:.4f} s, {case.baseline} "
+            f"{case.baseline_median:.4f} s, ratio {case.ratio_median:.3f}"
+        )
+    return cases, [MemoryResult(**m) for m in data["memory"]]
 
 
 # --- the machine ----------------------------------------------------------------------------
@@ -1411,6 +1496,7 @@ def render(report: Report) -> str:
         "",
     ]
     lines += [f"- **{name}**: {METHODS[name]}" for name in CASE_NAMES if name in METHODS]
+    lines += [f"- **cached DataFrame writes**: {CACHED_METHOD}"]
     lines += [
         "",
         "## Results",
@@ -1419,6 +1505,7 @@ def render(report: Report) -> str:
         "| --- | ---: | --- | ---: | ---: | --- | --- |",
         *(_case_row(case) for case in report.cases),
         "",
+        *_stream_rate(report),
         "### Every run (s)",
         "",
         "| case | Lance | baseline | ratio |",
@@ -1446,6 +1533,20 @@ def render(report: Report) -> str:
         *_where_the_time_goes(),
     ]
     return "\n".join(lines)
+
+
+def _stream_rate(report: Report) -> list[str]:
+    """The streaming sink case in rows per second (rows/10 rows per run, medians)."""
+    stream = next((c for c in report.cases if c.name == STREAM_SINK), None)
+    if stream is None:
+        return []
+    rows = max(1, report.data.rows // 10)
+    return [
+        f"Streaming sink throughput ({rows:,} rows per run, from the medians): Lance "
+        f"{rows / max(stream.lance_median, 1e-9):,.0f} rows/s, Parquet "
+        f"{rows / max(stream.baseline_median, 1e-9):,.0f} rows/s.",
+        "",
+    ]
 
 
 def _nearest_section(n: NearestJoinResult) -> list[str]:

@@ -68,6 +68,18 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
         assert holds in {"yes", "**no**", "— (no target)"}
         assert baseline == ("Lance, current version" if name == bench.OLD_VERSION else "Parquet")
 
+    # The cached DataFrame writes, each kind of session a process of its own.
+    assert len(bench.CACHED_CASES) == 8
+    for name in bench.CACHED_CASES:
+        _, lance_median, baseline, _median, ratio, target, _holds = _row(results, name)
+        _number(lance_median)
+        _number(ratio)
+        assert baseline == "Parquet"
+        assert target == ("<= 0.9" if "(recommended session)" in name else "<= 1.0")
+
+    rate = [line for line in results if line.startswith("Streaming sink throughput")]
+    assert len(rate) == 1 and "2,000 rows per run" in rate[0] and "rows/s, Parquet" in rate[0]
+
     runs = _section(markdown, "### Every run (s)", "##")
     for name in bench.CASE_NAMES:
         _, lance_runs, baseline_runs, ratios = _row(runs, name)
@@ -83,6 +95,9 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
         _number(cpu)
     for write in ("Parquet append", "Parquet overwrite"):
         assert _row(memory, write)[1] == "2"
+    for name in bench.CACHED_CASES:
+        _, writes, workers, peak, _total, _cpu = _row(memory, f"Lance {name}")
+        assert int(writes) == 2 and int(workers) >= 1 and _number(peak) > 0
 
     nearest = _section(markdown, "## Nearest-neighbour join", "##")
     cells = [c.strip() for c in nearest[-2].strip().strip("|").split("|")]

@@ -16,6 +16,7 @@ LAYERS = {
     "lance_spark.errors": 0,
     "lance_spark._version": 0,
     "lance_spark._quiet": 0,
+    "lance_spark._settings": 0,
     "lance_spark._spark": 1,
     "lance_spark.source": 2,
     "lance_spark.table": 3,

@@ -1,0 +1,286 @@
+"""Where a write's time goes: the connector's write of a cached DataFrame against its floor.
+
+``python -m benchmarks.write_profile --rows 3000000 --runs 5`` builds a session with
+``lance_spark.configure`` (the recommended settings), caches ``rows`` rows of (id bigint,
+x double, label string) in 2 partitions, and prints, as Markdown:
+
+- the median wall-clock time (alternating runs) of: the ``noop`` sink (reading the cache),
+  a Python ``DataSourceArrowWriter`` that discards its batches (the floor of any Python
+  writer), Spark's Parquet writer and the connector's Lance write, each of the two Python
+  writers with Spark's per-row batch size check (``maxBytesPerBatch`` = 64 MiB, Spark's
+  default) and without it;
+- where the JVM's time goes in each of those writes: Java Flight Recorder execution samples
+  (``jdk.jfr.Recording`` started and stopped through py4j around the runs of one write,
+  read back with the JDK's ``jfr`` tool), grouped by the frames below;
+- the Python side of a Lance write task, timed in this process on the same rows: the
+  connector's per-batch conversion and ``write_fragments``.
+
+The numbers of "Where the write time goes" (benchmarks/WHERE_THE_TIME_GOES.md) come from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pyarrow as pa
+from lance.fragment import write_fragments
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+import lance_spark
+from lance_spark import _settings
+from lance_spark.source import types as _types
+
+SPARK_DEFAULT_BYTES = "64m"  # Spark 4.3's default of spark.sql.execution.arrow.maxBytesPerBatch
+# Frame groups for the JFR samples: the first group whose marker is on a sample's stack wins.
+GROUPS = (
+    ("per-row batch size check (ArrowWriter.sizeInBytes)", "ArrowWriter.sizeInBytes"),
+    ("rows to Arrow vectors (ArrowWriter.write)", "ArrowWriter.write"),
+    ("reading the cached rows", "org.apache.spark.sql.execution.columnar"),
+    ("Parquet encoding", "org.apache.parquet"),
+    ("Arrow IPC and the socket to Python", "writeNextBatchToArrowStream"),
+)
+OTHER = "other (task setup, commit, Spark's scheduler)"
+
+
+class _Discard(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        return None
+
+
+class _DiscardSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "lance_spark_discard"
+
+    def writer(self, schema: StructType, overwrite: bool) -> _Discard:
+        return _Discard()
+
+
+def _frame(spark: SparkSession, rows: int) -> DataFrame:
+    frame = spark.range(rows, numPartitions=2).selectExpr(
+        "id",
+        "pmod(xxhash64(id, 7), 1000003) / 1000003.0D as x",
+        "concat('label_', cast(pmod(xxhash64(id, 8), 50) as string)) as label",
+    )
+    frame = frame.cache()
+    frame.count()
+    return frame
+
+
+class _Jfr:
+    """A JFR recording of the driver JVM (local mode: the executors' too), via py4j."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm = cast(Any, spark.sparkContext)._jvm
+        self._recording: Any = None
+
+    def start(self) -> None:
+        jvm = self._jvm
+        self._recording = jvm.jdk.jfr.Recording()
+        event = self._recording.enable("jdk.ExecutionSample")
+        event.withPeriod(jvm.java.time.Duration.ofMillis(10))
+        self._recording.start()
+
+    def stop(self, path: Path) -> dict[str, int]:
+        recording = self._recording
+        recording.stop()
+        recording.dump(self._jvm.java.io.File(str(path)).toPath())
+        recording.close()
+        return _groups(path)
+
+
+def _groups(path: Path) -> dict[str, int]:
+    jfr = shutil.which("jfr") or str(Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "jfr")
+    text = subprocess.run(
+        [jfr, "print", "--events", "jdk.ExecutionSample", "--stack-depth", "64", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts: Counter[str] = Counter()
+    for sample in text.split("jdk.ExecutionSample")[1:]:
+        frames = re.findall(r"^\s+([\w$.<>/]+)\(", sample, re.M)
+        # Only the samples of task threads doing a write (not the driver's py4j or idle ones).
+        if not any("DataWritingSparkTask" in f or "FileFormatWriter" in f for f in frames):
+            continue
+        stack = "\n".join(frames)
+        group = next((name for name, marker in GROUPS if marker in stack), OTHER)
+        counts[group] += 1
+    return dict(counts)
+
+
+def _alternating(actions: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for name in actions:  # warm-up
+        actions[name]()
+    for run in range(runs):
+        order = list(actions) if run % 2 == 0 else list(reversed(actions))
+        for name in order:
+            start = time.perf_counter()
+            actions[name]()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _python_side(rows: int, root: Path) -> dict[str, float]:
+    """One write task's Python work on rows/2 rows, in this process: conversion per batch
+    (10,000-row batches, as Spark sends them) and write_fragments."""
+    n = rows // 2
+    table = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "x": pa.array([i * 0.5 for i in range(n)], pa.float64()),
+            "label": pa.array([f"label_{i % 50}" for i in range(n)], pa.string()),
+        }
+    )
+    batches = table.to_batches(max_chunksize=10_000)
+    target = pa.schema([f.with_nullable(True) for f in table.schema])
+    start = time.perf_counter()
+    for batch in batches:
+        _types.conform_write_batch(batch, target)
+    conform = time.perf_counter() - start
+    uri = str(root / "python-side.lance")
+    start = time.perf_counter()
+    write_fragments(pa.RecordBatchReader.from_batches(target, iter(batches)), uri, schema=target)
+    written = time.perf_counter() - start
+    return {"conform": conform, "write_fragments": written, "batches": float(len(batches))}
+
+
+def profile(spark: SparkSession, rows: int, runs: int, root: Path) -> str:
+    lance_spark.register(spark)
+    spark.dataSource.register(_DiscardSource)
+    frame = _frame(spark, rows)
+    key = _settings.MAX_BYTES_PER_BATCH_CONF
+    jfr = _Jfr(spark)
+
+    def with_bytes(limit: str | None, action: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            if limit is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, limit)
+            action()
+
+        return run
+
+    def lance_write() -> None:
+        frame.write.format("lance").mode("overwrite").save(str(root / "t.lance"))
+
+    def discard() -> None:
+        frame.write.format("lance_spark_discard").mode("append").save()
+
+    actions = {
+        "noop sink (reading the cache)": lambda: (
+            frame.write.format("noop").mode("overwrite").save()
+        ),
+        "Python writer discarding its batches, Spark's per-row check (64 MiB)": with_bytes(
+            SPARK_DEFAULT_BYTES, discard
+        ),
+        "Python writer discarding its batches, no per-row check": with_bytes(
+            _settings.NO_BYTE_LIMIT, discard
+        ),
+        "Spark's Parquet writer": lambda: frame.write.mode("overwrite").parquet(
+            str(root / "t.parquet")
+        ),
+        "connector's Lance write, Spark's per-row check (64 MiB set in the session)": with_bytes(
+            SPARK_DEFAULT_BYTES, lance_write
+        ),
+        "connector's Lance write (the companion lifts the check per task)": with_bytes(
+            None, lance_write
+        ),
+    }
+    medians = _alternating(actions, runs)
+    samples: dict[str, dict[str, int]] = {}
+    for name, action in actions.items():
+        jfr.start()
+        for _ in range(runs):
+            action()
+        samples[name] = jfr.stop(root / f"{len(samples)}.jfr")
+    python = _python_side(rows, root)
+    frame.unpersist()
+    return _render(rows, runs, medians, samples, python)
+
+
+def _render(
+    rows: int,
+    runs: int,
+    medians: dict[str, float],
+    samples: dict[str, dict[str, int]],
+    python: dict[str, float],
+) -> str:
+    lines = [
+        f"Wall clock, median of {runs} alternating runs, {rows:,} cached rows in 2 partitions:",
+        "",
+        "| write | seconds |",
+        "| --- | ---: |",
+        *(f"| {name} | {seconds:.3f} |" for name, seconds in medians.items()),
+        "",
+        f"JVM execution samples of the write tasks (JFR, every 10 ms, {runs} writes each), "
+        "share per group:",
+        "",
+        "| write | samples | " + " | ".join(name for name, _ in GROUPS) + f" | {OTHER} |",
+        "| --- | ---: | " + " | ".join("---:" for _ in range(len(GROUPS) + 1)) + " |",
+    ]
+    for name, counts in samples.items():
+        if name.startswith("noop"):
+            continue
+        total = max(1, sum(counts.values()))
+        shares = [counts.get(group, 0) / total for group, _ in GROUPS]
+        shares.append(counts.get(OTHER, 0) / total)
+        lines.append(
+            f"| {name} | {sum(counts.values())} | "
+            + " | ".join(f"{share:.0%}" for share in shares)
+            + " |"
+        )
+    lines += [
+        "",
+        f"Python side of one write task ({rows // 2:,} rows, {int(python['batches'])} batches "
+        f"of 10,000, this process): the connector's per-batch conversion "
+        f"{python['conform'] * 1000:.1f} ms in all; `write_fragments` "
+        f"{python['write_fragments']:.3f} s.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.write_profile")
+    parser.add_argument("--rows", type=int, default=3_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.pop("SPARK_CONF_DIR", None)  # the session of configure(), nothing else
+    builder = SparkSession.builder.master("local[2]").appName("lance_spark-write-profile")
+    builder = builder.config("spark.driver.memory", "4g").config("spark.ui.enabled", "false")
+    spark = lance_spark.configure(builder).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    root = Path(tempfile.mkdtemp(prefix="lance_spark_write_profile_"))
+    try:
+        print(profile(spark, args.rows, args.runs, root))
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
