@@ -46,6 +46,7 @@ def start_session(kind: str) -> SparkSession:
         .appName(f"lance_spark-cached-writes-{kind}")
         .config("spark.driver.memory", DRIVER_MEMORY)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
     )
     if kind == RECOMMENDED:
         builder = lance_spark.configure(builder)
@@ -83,6 +84,10 @@ def _cached(frame: DataFrame, rows: int) -> DataFrame:
 
 def _write_lance(frame: DataFrame, uri: str, mode: str, options: dict[str, str]) -> None:
     frame.write.format("lance").options(**options).mode(mode).save(uri)
+
+
+def _vacuum(spark: SparkSession, uri: str) -> None:
+    LanceTable.forPath(spark, uri).vacuum(0)
 
 
 def measure_shape(
@@ -148,9 +153,7 @@ def measure_shape(
     cases.append(
         bench.measure(
             name,
-            bench.Side(
-                lance_overwrite, reset=lambda: LanceTable.forPath(spark, lance_uri).vacuum(0)
-            ),
+            bench.Side(lance_overwrite, reset=lambda: _vacuum(spark, lance_uri)),
             bench.Side(lambda _t: frame.write.mode("overwrite").parquet(parquet_path)),
             runs,
         )
@@ -166,7 +169,7 @@ def measure(
     partitions = max(1, int(spark.sparkContext.defaultParallelism))
     cases: list[bench.CaseResult] = []
     memory: list[bench.MemoryResult] = []
-    shapes = (
+    shapes: tuple[tuple[str, DataFrame, int, dict[str, str]], ...] = (
         (bench.NARROW, narrow_frame(spark, rows, partitions), rows, {}),
         (
             bench.ML_SHAPED,

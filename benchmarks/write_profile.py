@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+import lance
 import pyarrow as pa
 from lance.fragment import write_fragments
 from pyspark.sql import DataFrame, SparkSession
@@ -92,8 +93,10 @@ class _Jfr:
     def __init__(self, spark: SparkSession) -> None:
         self._jvm = cast(Any, spark.sparkContext)._jvm
         self._recording: Any = None
+        self._started = 0.0
 
     def start(self) -> None:
+        self._started = time.time()
         jvm = self._jvm
         self._recording = jvm.jdk.jfr.Recording()
         event = self._recording.enable("jdk.ExecutionSample")
@@ -105,10 +108,26 @@ class _Jfr:
         recording.stop()
         recording.dump(self._jvm.java.io.File(str(path)).toPath())
         recording.close()
-        return _groups(path)
+        return _groups(path, since=self._started)
 
 
-def _groups(path: Path) -> dict[str, int]:
+def _event_time(header: str, since: float) -> float | None:
+    """The epoch seconds of an event's ``startTime = HH:MM:SS.fff`` line: local time of the
+    JVM (this process's zone), on the day of ``since``, the recording's start."""
+    found = re.search(r"startTime = (\d\d):(\d\d):(\d\d)(\.\d+)?", header)
+    if found is None:
+        return None
+    hours, minutes, seconds, fraction = found.groups()
+    day = time.localtime(since)
+    midnight = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0, 0, 0, -1))
+    when = midnight + int(hours) * 3600 + int(minutes) * 60 + int(seconds)
+    when += float(fraction or 0)
+    return when + 86_400 if when < since - 43_200 else when  # past midnight
+
+
+def _groups(path: Path, *, since: float) -> dict[str, int]:
+    """Samples per group, of the events at or after ``since``: a dump holds whole JFR chunks,
+    which can start before the recording did (the previous write's samples)."""
     jfr = shutil.which("jfr") or str(Path(os.environ.get("JAVA_HOME", "/usr")) / "bin" / "jfr")
     text = subprocess.run(
         [jfr, "print", "--events", "jdk.ExecutionSample", "--stack-depth", "64", str(path)],
@@ -118,6 +137,9 @@ def _groups(path: Path) -> dict[str, int]:
     ).stdout
     counts: Counter[str] = Counter()
     for sample in text.split("jdk.ExecutionSample")[1:]:
+        when = _event_time(sample[:200], since)
+        if when is not None and when < since - 0.001:
+            continue
         frames = re.findall(r"^\s+([\w$.<>/]+)\(", sample, re.M)
         # Only the samples of task threads doing a write (not the driver's py4j or idle ones).
         if not any("DataWritingSparkTask" in f or "FileFormatWriter" in f for f in frames):
@@ -162,7 +184,21 @@ def _python_side(rows: int, root: Path) -> dict[str, float]:
     start = time.perf_counter()
     write_fragments(pa.RecordBatchReader.from_batches(target, iter(batches)), uri, schema=target)
     written = time.perf_counter() - start
-    return {"conform": conform, "write_fragments": written, "batches": float(len(batches))}
+    # The ML shape's vectors: Spark sends array<float> as list<float>; the table's column is a
+    # fixed_size_list(128): the conversion checks each row's length and casts, per batch.
+    vectors = pa.array([[float(i % 7)] * 128 for i in range(10_000)], pa.list_(pa.float32()))
+    ml_batch = pa.record_batch([vectors], names=["embedding"])
+    ml_target = pa.schema([pa.field("embedding", pa.list_(pa.float32(), 128))])
+    start = time.perf_counter()
+    for _ in range(len(batches)):
+        _types.conform_write_batch(ml_batch, ml_target)
+    ml_conform = time.perf_counter() - start
+    return {
+        "conform": conform,
+        "write_fragments": written,
+        "batches": float(len(batches)),
+        "ml_conform": ml_conform,
+    }
 
 
 def profile(spark: SparkSession, rows: int, runs: int, root: Path) -> str:
@@ -188,7 +224,15 @@ def profile(spark: SparkSession, rows: int, runs: int, root: Path) -> str:
     def discard() -> None:
         frame.write.format("lance_spark_discard").mode("append").save()
 
-    actions = {
+    tiny = spark.range(10).selectExpr("id", "id * 0.5 as x", "cast(id as string) as label")
+
+    actions: dict[str, Callable[[], object]] = {
+        "a 10-row write to Lance (the fixed cost: planning, staging marker, commit)": lambda: (
+            tiny.write.format("lance").mode("overwrite").save(str(root / "tiny.lance"))
+        ),
+        "a 10-row write to Parquet": lambda: tiny.write.mode("overwrite").parquet(
+            str(root / "tiny.parquet")
+        ),
         "noop sink (reading the cache)": lambda: (
             frame.write.format("noop").mode("overwrite").save()
         ),
@@ -209,15 +253,38 @@ def profile(spark: SparkSession, rows: int, runs: int, root: Path) -> str:
         ),
     }
     medians = _alternating(actions, runs)
+    files = {
+        "Lance": _lance_files(root / "t.lance"),
+        "Parquet": _files(root / "t.parquet", ".parquet"),
+    }
     samples: dict[str, dict[str, int]] = {}
     for name, action in actions.items():
+        if name.startswith("a 10-row"):
+            continue
         jfr.start()
         for _ in range(runs):
             action()
         samples[name] = jfr.stop(root / f"{len(samples)}.jfr")
     python = _python_side(rows, root)
     frame.unpersist()
-    return _render(rows, runs, medians, samples, python)
+    return _render(rows, runs, medians, samples, python, files)
+
+
+def _lance_files(uri: Path) -> tuple[int, float]:
+    """The data files of the table's latest version, and their MiB (older versions' files
+    stay until a vacuum)."""
+    paths = [
+        uri / "data" / data_file.path
+        for fragment in lance.dataset(str(uri)).get_fragments()
+        for data_file in fragment.data_files()
+    ]
+    return len(paths), sum(p.stat().st_size for p in paths) / (1024 * 1024)
+
+
+def _files(folder: Path, suffix: str) -> tuple[int, float]:
+    """How many ``suffix`` files the last write left in ``folder``, and their MiB."""
+    found = [p for p in folder.rglob(f"*{suffix}") if p.is_file()]
+    return len(found), sum(p.stat().st_size for p in found) / (1024 * 1024)
 
 
 def _render(
@@ -226,6 +293,7 @@ def _render(
     medians: dict[str, float],
     samples: dict[str, dict[str, int]],
     python: dict[str, float],
+    files: dict[str, tuple[int, float]],
 ) -> str:
     lines = [
         f"Wall clock, median of {runs} alternating runs, {rows:,} cached rows in 2 partitions:",
@@ -253,10 +321,16 @@ def _render(
         )
     lines += [
         "",
+        "Files of one write: "
+        + "; ".join(f"{k} {n} files, {mib:.1f} MiB" for k, (n, mib) in files.items())
+        + ".",
+        "",
         f"Python side of one write task ({rows // 2:,} rows, {int(python['batches'])} batches "
         f"of 10,000, this process): the connector's per-batch conversion "
         f"{python['conform'] * 1000:.1f} ms in all; `write_fragments` "
-        f"{python['write_fragments']:.3f} s.",
+        f"{python['write_fragments']:.3f} s. The same number of 10,000-row batches of a "
+        "128-float vector column (list to the table's fixed_size_list, lengths checked): "
+        f"{python['ml_conform'] * 1000:.1f} ms in all.",
     ]
     return "\n".join(lines)
 
@@ -271,6 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.pop("SPARK_CONF_DIR", None)  # the session of configure(), nothing else
     builder = SparkSession.builder.master("local[2]").appName("lance_spark-write-profile")
     builder = builder.config("spark.driver.memory", "4g").config("spark.ui.enabled", "false")
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
     spark = lance_spark.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     root = Path(tempfile.mkdtemp(prefix="lance_spark_write_profile_"))

@@ -263,6 +263,7 @@ class TaskFiles:
         self._fs, self._root = _fs(_job_dir(table_uri, job_id), storage)
         self._recorded: set[str] = set()
         self._local_root = _local_root(self._fs, table_uri, storage)
+        self._fds: frozenset[str] | None = None  # the descriptors of the last check
 
     def record(self, *, data: Iterable[str] = (), other: Iterable[str] = ()) -> bool:
         """Note written files (``data`` relative to data/, ``other`` relative to the table's
@@ -276,19 +277,29 @@ class TaskFiles:
         batch is pulled (the pull may block: a killed task dies there)."""
         iterator = iter(batches)
         while True:
-            self.check_temporaries()
+            self.check_temporaries(if_changed=True)
             try:
                 batch = next(iterator)
             except StopIteration:
                 return
             yield batch
 
-    def check_temporaries(self) -> None:
+    def check_temporaries(self, *, if_changed: bool = False) -> None:
         """Record the Lance temporaries this process has open; raises :class:`JobClosedError`
-        when the job is over (Lance then deletes what the interrupted write wrote)."""
+        when the job is over (Lance then deletes what the interrupted write wrote).
+
+        ``if_changed``: only when the process's set of open file descriptors changed since
+        the last check; the per-batch check. Reading every descriptor's target costs ~0.4 ms
+        with a worker's ~40 descriptors, a third of Lance's own time per 10,000-row batch.
+        Lance opens each temporary right before calling the progress hook's ``begin``, which
+        checks in full; the per-batch check is for any temporary opened otherwise."""
         if self._local_root is None:
             return
-        new = sorted(_open_temporaries(self._local_root) - self._recorded)
+        fds = _fd_numbers()
+        if if_changed and fds == self._fds:
+            return
+        self._fds = fds
+        new = sorted(_open_temporaries(self._local_root, fds) - self._recorded)
         if new and not self._record([], new):
             raise JobClosedError(f"write job over; stopped writing to {self._uri}")
 
@@ -327,14 +338,18 @@ class _Progress(FragmentWriteProgress):
             raise JobClosedError("write job over")
 
 
-def _open_temporaries(local_root: str) -> set[str]:
-    """Lance temporaries under the table's written folders that this process has open
-    (paths relative to the table's root). Linux only; elsewhere none are found."""
-    found: set[str] = set()
+def _fd_numbers() -> frozenset[str]:
+    """This process's open file descriptors (Linux; elsewhere none)."""
     try:
-        fds = os.listdir("/proc/self/fd")
+        return frozenset(os.listdir("/proc/self/fd"))
     except OSError:
-        return found
+        return frozenset()
+
+
+def _open_temporaries(local_root: str, fds: Iterable[str]) -> set[str]:
+    """Lance temporaries under the table's written folders that this process has open
+    among the descriptors ``fds`` (paths relative to the table's root)."""
+    found: set[str] = set()
     for fd in fds:
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,37 @@ def test_open_temporaries_are_recorded_and_aborted(uri: str) -> None:
     assert len(markers) == 1 and "data/.tmpAbC123" in markers[0].read_text()
     _files.abort_job(uri, "job", [], read_version=1, storage={})
     assert not temporary.exists() and other.exists()
+
+
+def test_the_per_batch_check_reads_descriptors_only_when_they_change(
+    uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _files.begin_job(uri, "job", storage={})
+    files = _files.TaskFiles(uri, "job", storage={})
+    scans: list[int] = []
+    real = _files._open_temporaries
+
+    def counted(root: str, fds: Iterable[str]) -> set[str]:
+        scans.append(1)
+        return real(root, fds)
+
+    monkeypatch.setattr(_files, "_open_temporaries", counted)
+    temporary = Path(uri) / "data" / ".tmpLate01"
+    handles = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for i in range(8):
+            if i == 5:  # a temporary opened between two pulls, with no progress hook call
+                handles.append(temporary.open("wb"))
+            yield pa.record_batch([pa.array([i])], names=["id"])
+
+    assert len(list(files.watch(batches()))) == 8
+    for handle in handles:
+        handle.close()
+    markers = list((Path(uri) / "_lance_spark/staging/job").glob("*.json"))
+    assert len(markers) == 1 and "data/.tmpLate01" in markers[0].read_text()
+    # 9 pulls; the descriptors were read in full at the first and after the open only.
+    assert len(scans) <= 3
 
 
 def test_begin_job_survives_another_job_removing_the_empty_staging_folders(
