@@ -1,7 +1,8 @@
-"""How Spark feeds a Lance write task: the JVM companion lifts Spark's per-row Arrow batch size
-check (``spark.sql.execution.arrow.maxBytesPerBatch``) for the task of each write into a
-``lance`` table, batch and streaming, unless the session sets the conf itself or the rows have
-a binary column (LanceWriteTable in jvm/).
+"""How Spark feeds a Lance write task: the JVM companion sizes the Arrow batches of each task of
+a write into a ``lance`` table, batch and streaming, from its first rows: ~32 MiB batches of
+10,000 to 65,536 rows and no per-row size check
+(``spark.sql.execution.arrow.maxBytesPerBatch``), unless the session sets either conf itself or
+the rows are large (LanceWriteTable in jvm/).
 
 What the task sees is observed from inside it: a probe data source registered under a name
 the companion treats as ``lance`` (a private format, ``lance_storage_<n>``) records each task's
@@ -20,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark import TaskContext, cloudpickle
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import (
     DataSource,
@@ -37,22 +38,30 @@ pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 KEY = _settings.MAX_BYTES_PER_BATCH_CONF
+ROWS_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
 PROBE = "lance_storage_990017"  # the companion's pattern for the connector's private formats
 
 
 class _Seen(WriterCommitMessage):
-    def __init__(self, limit: str | None, batches: list[int]) -> None:
+    def __init__(self, limit: str | None, rows: str | None, batches: list[int]) -> None:
         self.limit = limit
+        self.rows = rows
         self.batches = batches
 
 
 def _observe(iterator: Iterator[pa.RecordBatch]) -> _Seen:
-    limit = TaskContext.get().getLocalProperty(KEY)  # type: ignore[union-attr]
-    return _Seen(limit, [b.num_rows for b in iterator])
+    batches = [b.num_rows for b in iterator]  # the runner has read the confs by now
+    task = TaskContext.get()
+    assert task is not None
+    return _Seen(task.getLocalProperty(KEY), task.getLocalProperty(ROWS_KEY), batches)
 
 
 def _record(out: str, messages: list[WriterCommitMessage | None]) -> None:
-    seen = [{"limit": m.limit, "batches": m.batches} for m in messages if isinstance(m, _Seen)]
+    seen = [
+        {"limit": m.limit, "rows": m.rows, "batches": m.batches}
+        for m in messages
+        if isinstance(m, _Seen)
+    ]
     with open(out, "a") as handle:
         handle.write(json.dumps(seen) + "\n")
 
@@ -96,16 +105,21 @@ class _ProbeSource(DataSource):
 
 @pytest.fixture
 def probe(spark: SparkSession, tmp_path: Path) -> Iterator[str]:
-    """The probe registered, the session's own value of the conf unset (the repository's
-    spark-defaults.conf sets it) and restored after; yields the file the probe writes."""
+    """The probe registered, the session's own values of the two confs unset (the
+    repository's spark-defaults.conf sets one) and restored after; yields the file the probe
+    writes."""
     spark.dataSource.register(_ProbeSource)
-    before = spark.conf.get(KEY, None)
-    spark.conf.unset(KEY)
+    before = {key: spark.conf.get(key, None) for key in (KEY, ROWS_KEY)}
+    for key in before:
+        spark.conf.unset(key)
     try:
         yield str(tmp_path / f"seen-{uuid.uuid4().hex}.jsonl")
     finally:
-        if before is not None:
-            spark.conf.set(KEY, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def _seen(out: str) -> list[dict[str, object]]:
@@ -113,32 +127,41 @@ def _seen(out: str) -> list[dict[str, object]]:
         return [task for line in handle for task in json.loads(line)]
 
 
-def _rows(spark: SparkSession, n: int, *, binary: bool = False) -> object:
+def _rows(spark: SparkSession, n: int, *, wide: bool = False) -> DataFrame:
     frame = spark.range(n, numPartitions=2).withColumn("label", F.concat(F.lit("l"), "id"))
-    return frame.withColumn("raw", F.col("label").cast("binary")) if binary else frame
+    # ~8 KB per row: 10,000 of them are over Spark's 64 MiB
+    return frame.withColumn("label", F.expr("repeat(label, 4000)")) if wide else frame
 
 
-def test_a_lance_write_task_runs_without_the_per_row_size_check(
+def test_narrow_rows_go_in_large_batches_without_the_per_row_size_check(
     spark: SparkSession, probe: str
 ) -> None:
-    _rows(spark, 25_000).write.format(PROBE).option("out", probe).mode("append").save()
+    _rows(spark, 150_000).write.format(PROBE).option("out", probe).mode("append").save()
     tasks = _seen(probe)
     assert len(tasks) == 2
     assert {t["limit"] for t in tasks} == {_settings.NO_BYTE_LIMIT}
-    assert sum(sum(t["batches"]) for t in tasks) == 25_000  # type: ignore[arg-type]
-    # Batches are still cut at maxRecordsPerBatch rows (10,000 by default).
-    assert max(max(t["batches"]) for t in tasks) == 10_000  # type: ignore[type-var]
+    assert {t["rows"] for t in tasks} == {"65536"}  # 32 MiB of ~30-byte rows, at most 65,536
+    assert sum(sum(t["batches"]) for t in tasks) == 150_000  # type: ignore[arg-type]
+    assert max(max(t["batches"]) for t in tasks) == 65_536  # type: ignore[type-var]
 
 
-def test_the_sessions_own_value_wins(spark: SparkSession, probe: str) -> None:
+def test_the_sessions_own_values_win(spark: SparkSession, probe: str) -> None:
     spark.conf.set(KEY, "32m")
     _rows(spark, 100).write.format(PROBE).option("out", probe).mode("append").save()
-    assert {t["limit"] for t in _seen(probe)} == {"32m"}
+    spark.conf.unset(KEY)
+    spark.conf.set(ROWS_KEY, "40")
+    _rows(spark, 100).write.format(PROBE).option("out", probe).mode("append").save()
+    tasks = _seen(probe)
+    # The session's conf is kept; the other is still sized (within Spark's 64 MiB).
+    assert [(t["limit"], t["rows"]) for t in tasks] == [("32m", "65536")] * 2 + [
+        (_settings.NO_BYTE_LIMIT, "40")
+    ] * 2
+    assert max(max(t["batches"]) for t in tasks[2:]) == 40  # type: ignore[type-var]
 
 
-def test_rows_with_a_binary_column_keep_the_check(spark: SparkSession, probe: str) -> None:
-    _rows(spark, 100, binary=True).write.format(PROBE).option("out", probe).mode("append").save()
-    assert {t["limit"] for t in _seen(probe)} == {None}
+def test_large_rows_keep_sparks_batches(spark: SparkSession, probe: str) -> None:
+    _rows(spark, 100, wide=True).write.format(PROBE).option("out", probe).mode("append").save()
+    assert {(t["limit"], t["rows"]) for t in _seen(probe)} == {(None, None)}
 
 
 def test_overwrite_and_sql_insert_tasks_run_without_the_check(
@@ -158,6 +181,7 @@ def test_overwrite_and_sql_insert_tasks_run_without_the_check(
         spark.catalog.dropTempView(f"{view}_target")
     tasks = _seen(probe)
     assert len(tasks) >= 3 and {t["limit"] for t in tasks} == {_settings.NO_BYTE_LIMIT}
+    assert {t["rows"] for t in tasks} == {"65536"}
 
 
 def test_streaming_micro_batch_tasks_run_without_the_check(

@@ -1,5 +1,9 @@
 package lance_spark.companion;
 
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -24,38 +28,35 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
-import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.BinaryType;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.MapType;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
  * A {@code lance} Python table as a write sees it: every call goes to Spark's own Python write
  * ({@code PythonTable.newWriteBuilder}: the same Python {@code LanceWriter}, the same commit and
- * abort), except that each write task first lifts Spark's per-batch byte limit for itself.
+ * abort), except that each write task first sizes the Arrow batches Spark sends its Python
+ * worker, from the first rows it writes ({@link SizedWriter}).
  *
  * <p>Why: Spark 4.3 feeds a Python writer through {@code BatchedPythonArrowInput.writeSizedBatch},
  * which asks {@code ArrowWriter.sizeInBytes()} after every row whenever
  * {@code spark.sql.execution.arrow.maxBytesPerBatch} is not {@code Int.MaxValue} (its default is
- * 64 MiB). On a struct of three columns that check is about two thirds of the JVM time of the
- * whole write (JFR; BENCHMARKS.md, "where the write time goes"). The task reads the conf from its
- * local properties ({@code SQLConf.get} is a {@code ReadOnlySQLConf} of them on executors), so
- * setting it there changes this task only. Batches are then bounded by
- * {@code spark.sql.execution.arrow.maxRecordsPerBatch} rows (10,000 by default). Not lifted: when
- * the session sets the conf itself (its value is in the local properties, and wins), and when
- * the written rows have a binary column (images, documents: rows too large for 10,000 of them to
- * be a sensible batch). This can go when Spark checks the size once per batch, not per row.
+ * 64 MiB): about two thirds of the JVM time of a write of narrow rows (JFR; BENCHMARKS.md, "Where
+ * the write time goes"). And its 10,000-row batches are small for narrow rows: the per-batch
+ * work in the JVM, the worker and Lance made a 5M-row write ~20% slower than 65,536-row
+ * batches. The task reads both confs from its local properties ({@code SQLConf.get} is a
+ * {@code ReadOnlySQLConf} of them on executors), so setting them there changes this task only.
+ * This can go when Spark checks the size once per batch, not per row.
  *
- * <p>Spark internals: {@code PythonTable} (its write builder), the executor's
- * {@code TaskContext.getLocalProperties} as the source of {@code SQLConf.get},
- * {@code BasicPythonArrowInput} reading {@code arrowMaxBytesPerBatch} when the task's Python
- * runner is made (after {@code DataWriterFactory.createWriter}).
+ * <p>Spark internals: {@code PythonTable} (its write builder), {@code DataWriter.writeAll} of
+ * {@code PythonBatchWriterFactory}'s writer making the task's Python runner (which reads
+ * {@code arrowMaxRecordsPerBatch} and {@code arrowMaxBytesPerBatch} in
+ * {@code BasicPythonArrowInput}), the executor's {@code TaskContext.getLocalProperties} as the
+ * source of {@code SQLConf.get}, and {@code UnsafeRow.getSizeInBytes}.
  */
 final class LanceWriteTable implements Table, SupportsWrite {
   static final String MAX_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch";
+  static final String MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch";
   static final String NO_BYTE_LIMIT = Integer.toString(Integer.MAX_VALUE);
 
   private final PythonTable python;
@@ -74,36 +75,7 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-    return new Builder(python.newWriteBuilder(info), !hasBinary(info.schema()));
-  }
-
-  static boolean hasBinary(DataType type) {
-    if (type instanceof BinaryType) {
-      return true;
-    }
-    if (type instanceof StructType struct) {
-      for (StructField field : struct.fields()) {
-        if (hasBinary(field.dataType())) {
-          return true;
-        }
-      }
-      return false;
-    }
-    if (type instanceof ArrayType array) {
-      return hasBinary(array.elementType());
-    }
-    if (type instanceof MapType map) {
-      return hasBinary(map.keyType()) || hasBinary(map.valueType());
-    }
-    return false;
-  }
-
-  /** In a write task, before Spark makes its Python runner: see the class comment. */
-  static void liftByteLimit() {
-    TaskContext task = TaskContext.get();
-    if (task != null && task.getLocalProperty(MAX_BYTES_PER_BATCH) == null) {
-      task.getLocalProperties().setProperty(MAX_BYTES_PER_BATCH, NO_BYTE_LIMIT);
-    }
+    return new Builder(python.newWriteBuilder(info));
   }
 
   @Override
@@ -139,11 +111,9 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
   private static final class Builder implements WriteBuilder, SupportsTruncate {
     private WriteBuilder delegate;
-    private final boolean lift;
 
-    Builder(WriteBuilder delegate, boolean lift) {
+    Builder(WriteBuilder delegate) {
       this.delegate = delegate;
-      this.lift = lift;
     }
 
     @Override
@@ -154,17 +124,15 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
     @Override
     public Write build() {
-      return new LanceWrite(delegate.build(), lift);
+      return new LanceWrite(delegate.build());
     }
   }
 
   private static final class LanceWrite implements Write {
     private final Write delegate;
-    private final boolean lift;
 
-    LanceWrite(Write delegate, boolean lift) {
+    LanceWrite(Write delegate) {
       this.delegate = delegate;
-      this.lift = lift;
     }
 
     @Override
@@ -174,12 +142,12 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
     @Override
     public BatchWrite toBatch() {
-      return new Batch(delegate.toBatch(), lift);
+      return new Batch(delegate.toBatch());
     }
 
     @Override
     public StreamingWrite toStreaming() {
-      return new Streaming(delegate.toStreaming(), lift);
+      return new Streaming(delegate.toStreaming());
     }
 
     @Override
@@ -200,17 +168,14 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
   private static final class Batch implements BatchWrite {
     private final BatchWrite delegate;
-    private final boolean lift;
 
-    Batch(BatchWrite delegate, boolean lift) {
+    Batch(BatchWrite delegate) {
       this.delegate = delegate;
-      this.lift = lift;
     }
 
     @Override
     public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
-      DataWriterFactory factory = delegate.createBatchWriterFactory(info);
-      return lift ? new BatchFactory(factory) : factory;
+      return new BatchFactory(delegate.createBatchWriterFactory(info));
     }
 
     @Override
@@ -241,17 +206,14 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
   private static final class Streaming implements StreamingWrite {
     private final StreamingWrite delegate;
-    private final boolean lift;
 
-    Streaming(StreamingWrite delegate, boolean lift) {
+    Streaming(StreamingWrite delegate) {
       this.delegate = delegate;
-      this.lift = lift;
     }
 
     @Override
     public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
-      StreamingDataWriterFactory factory = delegate.createStreamingWriterFactory(info);
-      return lift ? new StreamingFactory(factory) : factory;
+      return new StreamingFactory(delegate.createStreamingWriterFactory(info));
     }
 
     @Override
@@ -281,8 +243,7 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-      liftByteLimit();
-      return delegate.createWriter(partitionId, taskId);
+      return new SizedWriter(delegate.createWriter(partitionId, taskId));
     }
   }
 
@@ -297,8 +258,123 @@ final class LanceWriteTable implements Table, SupportsWrite {
 
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
-      liftByteLimit();
-      return delegate.createWriter(partitionId, taskId, epochId);
+      return new SizedWriter(delegate.createWriter(partitionId, taskId, epochId));
+    }
+  }
+
+  /**
+   * Spark's writer of one task, fed after the batch sizes are set from the first
+   * {@link #SAMPLE} rows: {@link #TARGET_BATCH_BYTES} per batch, between Spark's 10,000 rows and
+   * {@link #MAX_ROWS}, and no per-row size check as long as such batches stay under Spark's
+   * 64 MiB. Rows larger than that on average (images, documents) keep Spark's settings. A
+   * conf the session sets itself is kept (its value is in the local properties); the other is
+   * still sized, within the same 64 MiB.
+   */
+  static final class SizedWriter implements DataWriter<InternalRow> {
+    static final int SAMPLE = 1_000;
+    static final long TARGET_BATCH_BYTES = 32L << 20;
+    static final long SPARK_BATCH_BYTES = 64L << 20;
+    static final long MIN_ROWS = 10_000;
+    static final long MAX_ROWS = 65_536;
+
+    private final DataWriter<InternalRow> delegate;
+
+    SizedWriter(DataWriter<InternalRow> delegate) {
+      this.delegate = delegate;
+    }
+
+    @Override
+    public void writeAll(Iterator<InternalRow> rows) throws IOException {
+      List<InternalRow> head = new ArrayList<>();
+      long bytes = 0;
+      boolean sized = true;
+      while (head.size() < SAMPLE && rows.hasNext()) {
+        InternalRow row = rows.next();
+        if (row instanceof UnsafeRow unsafe) {
+          bytes += unsafe.getSizeInBytes();
+        } else {
+          sized = false;
+        }
+        head.add(row.copy()); // Spark reuses the row object it hands out
+      }
+      if (sized && !head.isEmpty()) {
+        configure(bytes / head.size());
+      }
+      delegate.writeAll(new Concat(head.iterator(), rows));
+    }
+
+    /** Sets this task's batch confs for rows of {@code rowBytes} (see the class comment). */
+    static void configure(long rowBytes) {
+      TaskContext task = TaskContext.get();
+      if (task == null) {
+        return;
+      }
+      String ownRows = task.getLocalProperty(MAX_RECORDS_PER_BATCH);
+      String ownBytes = task.getLocalProperty(MAX_BYTES_PER_BATCH);
+      long width = Math.max(1, rowBytes);
+      long rows = Math.max(MIN_ROWS, Math.min(MAX_ROWS, TARGET_BATCH_BYTES / width));
+      if (ownRows != null) {
+        try {
+          rows = Long.parseLong(ownRows.trim());
+        } catch (NumberFormatException e) {
+          return;
+        }
+      }
+      if (rows <= 0 || rows * width > SPARK_BATCH_BYTES) {
+        return; // no row limit, or batches Spark's byte limit would cut: keep the check
+      }
+      if (ownRows == null) {
+        task.getLocalProperties().setProperty(MAX_RECORDS_PER_BATCH, Long.toString(rows));
+      }
+      if (ownBytes == null) {
+        task.getLocalProperties().setProperty(MAX_BYTES_PER_BATCH, NO_BYTE_LIMIT);
+      }
+    }
+
+    @Override
+    public void write(InternalRow row) throws IOException {
+      delegate.write(row);
+    }
+
+    @Override
+    public WriterCommitMessage commit() throws IOException {
+      return delegate.commit();
+    }
+
+    @Override
+    public void abort() throws IOException {
+      delegate.abort();
+    }
+
+    @Override
+    public void close() throws IOException {
+      delegate.close();
+    }
+
+    @Override
+    public CustomTaskMetric[] currentMetricsValues() {
+      return delegate.currentMetricsValues();
+    }
+  }
+
+  /** The sampled rows, then the rest. */
+  private static final class Concat implements Iterator<InternalRow> {
+    private final Iterator<InternalRow> first;
+    private final Iterator<InternalRow> rest;
+
+    Concat(Iterator<InternalRow> first, Iterator<InternalRow> rest) {
+      this.first = first;
+      this.rest = rest;
+    }
+
+    @Override
+    public boolean hasNext() {
+      return first.hasNext() || rest.hasNext();
+    }
+
+    @Override
+    public InternalRow next() {
+      return first.hasNext() ? first.next() : rest.next();
     }
   }
 }
