@@ -100,8 +100,9 @@ RECOMMENDED: tuple[Setting, ...] = (
         why=(
             "Spark 4.3 measures the Arrow batch it sends to Python after every row unless this "
             "is Int.MaxValue: about two thirds of the JVM time of feeding a Python writer or "
-            "mapInArrow. Lance writes lift it per task by themselves (the JVM companion); this "
-            "also speeds up MERGE / UPDATE / DELETE / addColumns jobs and your own Arrow UDFs"
+            "mapInArrow. Lance writes size their batches without it (the JVM companion, per "
+            "task); this also speeds up MERGE / UPDATE / DELETE / addColumns jobs and your own "
+            "Arrow UDFs"
         ),
         trade_off=(
             "batches sent to Python are bounded by spark.sql.execution.arrow.maxRecordsPerBatch "

@@ -1,5 +1,5 @@
 """How Spark feeds a Lance write task: the JVM companion sizes the Arrow batches of each task of
-a write into a ``lance`` table, batch and streaming, from its first rows: ~32 MiB batches of
+a write into a ``lance`` table, batch and streaming, from its first rows: ~8 MiB batches of
 10,000 to 65,536 rows and no per-row size check
 (``spark.sql.execution.arrow.maxBytesPerBatch``), unless the session sets either conf itself or
 the rows are large (LanceWriteTable in jvm/).
@@ -140,7 +140,7 @@ def test_narrow_rows_go_in_large_batches_without_the_per_row_size_check(
     tasks = _seen(probe)
     assert len(tasks) == 2
     assert {t["limit"] for t in tasks} == {_settings.NO_BYTE_LIMIT}
-    assert {t["rows"] for t in tasks} == {"65536"}  # 32 MiB of ~30-byte rows, at most 65,536
+    assert {t["rows"] for t in tasks} == {"65536"}  # 8 MiB of ~40-byte rows, at most 65,536
     assert sum(sum(t["batches"]) for t in tasks) == 150_000  # type: ignore[arg-type]
     assert max(max(t["batches"]) for t in tasks) == 65_536  # type: ignore[type-var]
 

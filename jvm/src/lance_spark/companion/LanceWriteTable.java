@@ -272,7 +272,7 @@ final class LanceWriteTable implements Table, SupportsWrite {
    */
   static final class SizedWriter implements DataWriter<InternalRow> {
     static final int SAMPLE = 1_000;
-    static final long TARGET_BATCH_BYTES = 32L << 20;
+    static final long TARGET_BATCH_BYTES = 8L << 20;
     static final long SPARK_BATCH_BYTES = 64L << 20;
     static final long MIN_ROWS = 10_000;
     static final long MAX_ROWS = 65_536;
