@@ -289,10 +289,10 @@ class TaskFiles:
         when the job is over (Lance then deletes what the interrupted write wrote).
 
         ``if_changed``: only when the process's set of open file descriptors changed since
-        the last check; the per-batch check. Reading every descriptor's target costs ~0.4 ms
-        with a worker's ~40 descriptors, a third of Lance's own time per 10,000-row batch.
-        Lance opens each temporary right before calling the progress hook's ``begin``, which
-        checks in full; the per-batch check is for any temporary opened otherwise."""
+        the last check: the per-batch check, which would otherwise ``readlink`` every
+        descriptor before every batch. Lance opens each temporary right before calling the
+        progress hook's ``begin``, which checks in full; the per-batch check is for any
+        temporary opened otherwise."""
         if self._local_root is None:
             return
         fds = _fd_numbers()

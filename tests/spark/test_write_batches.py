@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from lance_spark import _settings
+from lance_spark import _settings, _spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
@@ -202,3 +202,10 @@ def test_streaming_micro_batch_tasks_run_without_the_check(
     tasks = _seen(probe)
     assert tasks and {t["limit"] for t in tasks} == {_settings.NO_BYTE_LIMIT}
     assert sum(sum(t["batches"]) for t in tasks) == 300  # type: ignore[arg-type]
+
+
+def test_the_test_sessions_have_every_recommended_setting(spark: SparkSession) -> None:
+    # classic: conf/spark-defaults.conf; Connect: its server started with spark_conf(), which
+    # carries them (what a user's server gets from it).
+    values = {k: str(v) for k, v in _spark.conf_items(spark).items()}
+    assert _settings.missing(values.get) == []
