@@ -36,13 +36,7 @@ final class LanceScanRule extends Rule<LogicalPlan> {
       if (node instanceof DataSourceV2Relation relation && !isChangeFeed(relation)) {
         LanceScanTable table = LanceScanTable.wrap(relation.table());
         if (table != null) {
-          return relation.copy(
-              table,
-              relation.output(),
-              relation.catalog(),
-              relation.identifier(),
-              relation.options(),
-              relation.timeTravelSpec());
+          return PythonTableView.withTable(relation, table);
         }
       }
       return node;

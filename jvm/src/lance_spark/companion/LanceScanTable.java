@@ -1,18 +1,12 @@
 package lance_spark.companion;
 
 import java.lang.reflect.Field;
-import java.util.Map;
-import java.util.Set;
 
-import org.apache.spark.sql.connector.catalog.Column;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
-import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
-import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
@@ -23,7 +17,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * <p>Spark internals: {@code PythonTable} and its private field {@code ds} (the
  * {@code PythonDataSourceV2} that holds the Python data source class and the pickled instance).
  */
-final class LanceScanTable implements Table, SupportsRead {
+final class LanceScanTable extends PythonTableView implements SupportsRead {
   static final String FORMAT = "lance";
   // The private formats lance_spark registers for reads whose storage options differ from the
   // session's (lance_spark.source.session._format_for): lance_storage_1, lance_storage_2, ...
@@ -31,11 +25,10 @@ final class LanceScanTable implements Table, SupportsRead {
       java.util.regex.Pattern.compile("lance_storage_\\d+");
   private static final Field DATA_SOURCE = dataSourceField();
 
-  private final PythonTable python;
   private final PythonDataSourceV2 dataSource;
 
   private LanceScanTable(PythonTable python, PythonDataSourceV2 dataSource) {
-    this.python = python;
+    super(python);
     this.dataSource = dataSource;
   }
 
@@ -71,36 +64,5 @@ final class LanceScanTable implements Table, SupportsRead {
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
     return new LanceScanBuilder(dataSource, python.name(), python.schema(), options);
-  }
-
-  @Override
-  public String name() {
-    return python.name();
-  }
-
-  @Override
-  @SuppressWarnings("deprecation")
-  public StructType schema() {
-    return python.schema();
-  }
-
-  @Override
-  public Column[] columns() {
-    return python.columns();
-  }
-
-  @Override
-  public Transform[] partitioning() {
-    return python.partitioning();
-  }
-
-  @Override
-  public Map<String, String> properties() {
-    return python.properties();
-  }
-
-  @Override
-  public Set<TableCapability> capabilities() {
-    return python.capabilities();
   }
 }

@@ -49,12 +49,6 @@ final class LanceWriteRule extends Rule<LogicalPlan> {
     if (table == null) {
       return null;
     }
-    return relation.copy(
-        table,
-        relation.output(),
-        relation.catalog(),
-        relation.identifier(),
-        relation.options(),
-        relation.timeTravelSpec());
+    return PythonTableView.withTable(relation, table);
   }
 }

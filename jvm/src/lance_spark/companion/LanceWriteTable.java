@@ -4,15 +4,10 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Map;
-import java.util.Set;
 
 import org.apache.spark.TaskContext;
-import org.apache.spark.sql.connector.catalog.Column;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
-import org.apache.spark.sql.connector.catalog.TableCapability;
-import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.write.BatchWrite;
@@ -30,7 +25,6 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
-import org.apache.spark.sql.types.StructType;
 
 /**
  * A {@code lance} Python table as a write sees it: every call goes to Spark's own Python write
@@ -54,15 +48,13 @@ import org.apache.spark.sql.types.StructType;
  * {@code BasicPythonArrowInput}), the executor's {@code TaskContext.getLocalProperties} as the
  * source of {@code SQLConf.get}, and {@code UnsafeRow.getSizeInBytes}.
  */
-final class LanceWriteTable implements Table, SupportsWrite {
+final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   static final String MAX_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch";
   static final String MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch";
   static final String NO_BYTE_LIMIT = Integer.toString(Integer.MAX_VALUE);
 
-  private final PythonTable python;
-
   private LanceWriteTable(PythonTable python) {
-    this.python = python;
+    super(python);
   }
 
   /** The table to write {@code table} with, or null when it is not a {@code lance} Python table. */
@@ -76,37 +68,6 @@ final class LanceWriteTable implements Table, SupportsWrite {
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     return new Builder(python.newWriteBuilder(info));
-  }
-
-  @Override
-  public String name() {
-    return python.name();
-  }
-
-  @Override
-  @SuppressWarnings("deprecation")
-  public StructType schema() {
-    return python.schema();
-  }
-
-  @Override
-  public Column[] columns() {
-    return python.columns();
-  }
-
-  @Override
-  public Transform[] partitioning() {
-    return python.partitioning();
-  }
-
-  @Override
-  public Map<String, String> properties() {
-    return python.properties();
-  }
-
-  @Override
-  public Set<TableCapability> capabilities() {
-    return python.capabilities();
   }
 
   private static final class Builder implements WriteBuilder, SupportsTruncate {

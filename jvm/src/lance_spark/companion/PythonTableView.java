@@ -1,0 +1,69 @@
+package lance_spark.companion;
+
+import java.util.Map;
+import java.util.Set;
+
+import org.apache.spark.sql.connector.catalog.Column;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * A {@code lance} Python table seen through the companion: name, schema, columns, partitioning,
+ * properties and capabilities are the Python table's; subclasses replace the read
+ * ({@link LanceScanTable}) or the write ({@link LanceWriteTable}).
+ *
+ * <p>Spark internals: {@code PythonTable}; {@code DataSourceV2Relation.copy}.
+ */
+abstract class PythonTableView implements Table {
+  protected final PythonTable python;
+
+  PythonTableView(PythonTable python) {
+    this.python = python;
+  }
+
+  /** {@code relation} reading or writing {@code table} instead of its own. */
+  static DataSourceV2Relation withTable(DataSourceV2Relation relation, Table table) {
+    return relation.copy(
+        table,
+        relation.output(),
+        relation.catalog(),
+        relation.identifier(),
+        relation.options(),
+        relation.timeTravelSpec());
+  }
+
+  @Override
+  public String name() {
+    return python.name();
+  }
+
+  @Override
+  @SuppressWarnings("deprecation")
+  public StructType schema() {
+    return python.schema();
+  }
+
+  @Override
+  public Column[] columns() {
+    return python.columns();
+  }
+
+  @Override
+  public Transform[] partitioning() {
+    return python.partitioning();
+  }
+
+  @Override
+  public Map<String, String> properties() {
+    return python.properties();
+  }
+
+  @Override
+  public Set<TableCapability> capabilities() {
+    return python.capabilities();
+  }
+}
