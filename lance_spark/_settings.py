@@ -63,6 +63,19 @@ _ARROW_TRADE_OFF = (
     "every Arrow path of the JVM (pandas UDFs, mapInArrow, toPandas)"
 )
 
+
+def _arrow_checks_off(key: str, where: str) -> Setting:
+    return Setting(
+        key=key,
+        value=" ".join(ARROW_UNCHECKED_FLAGS),
+        summary=f"no Arrow Java checks per value read ({where})",
+        why=_ARROW_WHY,
+        trade_off=_ARROW_TRADE_OFF,
+        static=True,
+        flags=ARROW_UNCHECKED_FLAGS,
+    )
+
+
 RECOMMENDED: tuple[Setting, ...] = (
     Setting(
         key=UNIX_SOCKET_CONF,
@@ -75,24 +88,8 @@ RECOMMENDED: tuple[Setting, ...] = (
         trade_off="none on Linux and macOS; needs a writable local temporary directory",
         static=True,
     ),
-    Setting(
-        key=DRIVER_JAVA_OPTIONS,
-        value=" ".join(ARROW_UNCHECKED_FLAGS),
-        summary="no Arrow Java checks per value read (driver)",
-        why=_ARROW_WHY,
-        trade_off=_ARROW_TRADE_OFF,
-        static=True,
-        flags=ARROW_UNCHECKED_FLAGS,
-    ),
-    Setting(
-        key=EXECUTOR_JAVA_OPTIONS,
-        value=" ".join(ARROW_UNCHECKED_FLAGS),
-        summary="no Arrow Java checks per value read (executors)",
-        why=_ARROW_WHY,
-        trade_off=_ARROW_TRADE_OFF,
-        static=True,
-        flags=ARROW_UNCHECKED_FLAGS,
-    ),
+    _arrow_checks_off(DRIVER_JAVA_OPTIONS, "driver"),
+    _arrow_checks_off(EXECUTOR_JAVA_OPTIONS, "executors"),
     Setting(
         key=MAX_BYTES_PER_BATCH_CONF,
         value=NO_BYTE_LIMIT,
