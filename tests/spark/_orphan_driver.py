@@ -135,15 +135,16 @@ def _blocked_append(spark: SparkSession, table: str, work: Path) -> None:
 
     @F.udf("string")
     def blocks_late_in_last_partition(i: int) -> str:
-        # In the last partition (ROWS+600 .. ROWS+799), after its writer took the first 100
-        # rows (one batch of the Python UDF) and opened its file.
-        if i == ROWS + 790:
+        # In the last partition (ROWS+6000 .. ROWS+7999), after its writer took rows and
+        # opened its file: past the first 1,000 rows, which the JVM companion reads before the
+        # writer gets any (it sizes the task's batches from them).
+        if i == ROWS + 7900:
             deadline = time.monotonic() + _WAIT
             while not gate.exists() and time.monotonic() < deadline:
                 time.sleep(0.1)
         return f"w{i}{PAD}"
 
-    more = spark.range(ROWS, ROWS + 800, 1, PARTS).select(
+    more = spark.range(ROWS, ROWS + 8000, 1, PARTS).select(
         "id", blocks_late_in_last_partition("id").alias("val")
     )
     _done(work, "job-started")

@@ -279,15 +279,17 @@ def test_task_killed_mid_write_leaves_no_temporary(spark: SparkSession, table_ur
                     raise RuntimeError("no temporary was recorded")
                 time.sleep(0.05)
             raise RuntimeError("fails while another task writes")
-        if i == 1150:  # partition 0, after 100 rows went to its writer: wait for the abort
+        # Partition 0, past the first 1,000 rows (the JVM companion reads them before the
+        # writer gets any, to size the task's batches) and 150 more: wait for the abort.
+        if i == 2150:
             while job_open() and time.monotonic() < deadline:
                 time.sleep(0.05)
         # Spark buffers what it sends a Python worker (64 KiB): long values make the first
         # rows reach the writer while this task waits.
         return f"v{i}" + "x" * 2000
 
-    # Partition 0: ids 1000..1199; partition 1: id 0 (fails).
-    rows = spark.range(1000, 1200, 1, 1).union(spark.range(0, 1, 1, 1))
+    # Partition 0: ids 1000..2999; partition 1: id 0 (fails).
+    rows = spark.range(1000, 3000, 1, 1).union(spark.range(0, 1, 1, 1))
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
     try:
         with pytest.raises(PySparkException, match="fails while another task writes"):
