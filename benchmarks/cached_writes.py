@@ -76,7 +76,8 @@ def ml_frame(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
     )
 
 
-def _cached(frame: DataFrame, rows: int) -> DataFrame:
+def cached(frame: DataFrame, rows: int) -> DataFrame:
+    """``frame`` cached and counted (checked to hold ``rows``)."""
     frame = frame.cache()
     bench.expect("cached rows", frame.count(), rows)
     return frame
@@ -179,10 +180,10 @@ def measure(
         ),
     )
     for shape, frame, count, options in shapes:
-        cached = _cached(frame, count)
+        ready = cached(frame, count)
         shape_cases, shape_memory = measure_shape(
             spark,
-            cached,
+            ready,
             shape=shape,
             session=session,
             rows=count,
@@ -192,7 +193,7 @@ def measure(
         )
         cases += shape_cases
         memory += shape_memory
-        cached.unpersist(blocking=True)
+        ready.unpersist(blocking=True)
     return {
         "cases": [asdict(c) for c in cases],
         "memory": [asdict(m) for m in memory],

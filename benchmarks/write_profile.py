@@ -37,11 +37,12 @@ from typing import Any, cast
 import lance
 import pyarrow as pa
 from lance.fragment import write_fragments
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 import lance_spark
+from benchmarks import cached_writes
 from lance_spark import _settings
 from lance_spark.source import types as _types
 
@@ -74,17 +75,6 @@ class _DiscardSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> _Discard:
         return _Discard()
-
-
-def _frame(spark: SparkSession, rows: int) -> DataFrame:
-    frame = spark.range(rows, numPartitions=2).selectExpr(
-        "id",
-        "pmod(xxhash64(id, 7), 1000003) / 1000003.0D as x",
-        "concat('label_', cast(pmod(xxhash64(id, 8), 50) as string)) as label",
-    )
-    frame = frame.cache()
-    frame.count()
-    return frame
 
 
 class _Jfr:
@@ -204,7 +194,8 @@ def _python_side(rows: int, root: Path) -> dict[str, float]:
 def profile(spark: SparkSession, rows: int, runs: int, root: Path) -> str:
     lance_spark.register(spark)
     spark.dataSource.register(_DiscardSource)
-    frame = _frame(spark, rows)
+    # The narrow rows of make bench's cached DataFrame writes, in 2 partitions.
+    frame = cached_writes.cached(cached_writes.narrow_frame(spark, rows, 2), rows)
     key = _settings.MAX_BYTES_PER_BATCH_CONF
     jfr = _Jfr(spark)
 

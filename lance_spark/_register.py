@@ -79,6 +79,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
             "aws_access_key_id": key_id, "aws_secret_access_key": secret})
         spark.read.format("lance").load("s3://bucket/pets.lance").show()
     """
+    conf = _spark.conf_items(spark)
     storage = {**storage_conf(spark), **checked_storage(storage_options)}
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     redact_storage_options(spark)
@@ -86,7 +87,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
         storage=storage,
         app_id=_spark.app_id(spark),
         parallelism=_spark.default_parallelism(spark),
-        auto_compact=parse_auto_compact_conf(_spark.conf_items(spark)),
+        auto_compact=parse_auto_compact_conf(conf),
     )
     _spark.quiet_reregistration(spark)
     spark.dataSource.register(source_class(defaults, FORMAT_NAME))
@@ -100,7 +101,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     _spark.quiet_python_daemon(spark)  # no traceback per worker after show() (see _spark)
     if not _spark.enable_companion(spark):
         _warn_without_companion(spark)
-    _warn_missing_settings(spark)
+    _warn_missing_settings(spark, conf)
 
 
 def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
@@ -221,12 +222,12 @@ def _warn_without_companion(spark: SparkSession) -> None:
     )
 
 
-def _warn_missing_settings(spark: SparkSession) -> None:
+def _warn_missing_settings(spark: SparkSession, conf: Mapping[str, object]) -> None:
     """Once per process: the recommended settings (``_settings.RECOMMENDED``) the session
-    lacks. A Spark Connect session reports its server's."""
+    lacks (``conf``: its settings). A Spark Connect session reports its server's."""
     if _warned_settings.is_set():
         return
-    values = {k: str(v) for k, v in _spark.conf_items(spark).items()}
+    values = {k: str(v) for k, v in conf.items()}
     lacking = _settings.missing(values.get)
     if not lacking:
         return

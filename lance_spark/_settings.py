@@ -25,15 +25,13 @@ ARROW_UNCHECKED_FLAGS = (
 @dataclass(frozen=True)
 class Setting:
     """One recommended setting. ``flags``: JVM options appended to the setting's value
-    (``value`` is then their join); ``static``: read when the application starts, so only a
-    session builder, ``spark-submit`` or ``spark-defaults.conf`` can set it."""
+    (``value`` is then their join)."""
 
     key: str
     value: str
     summary: str
     why: str
     trade_off: str
-    static: bool
     flags: tuple[str, ...] = ()
 
     def is_set(self, current: str | None) -> bool:
@@ -71,7 +69,6 @@ def _arrow_checks_off(key: str, where: str) -> Setting:
         summary=f"no Arrow Java checks per value read ({where})",
         why=_ARROW_WHY,
         trade_off=_ARROW_TRADE_OFF,
-        static=True,
         flags=ARROW_UNCHECKED_FLAGS,
     )
 
@@ -86,7 +83,6 @@ RECOMMENDED: tuple[Setting, ...] = (
             "about 35 ms less per Python round trip, most of the fixed cost of a small query"
         ),
         trade_off="none on Linux and macOS; needs a writable local temporary directory",
-        static=True,
     ),
     _arrow_checks_off(DRIVER_JAVA_OPTIONS, "driver"),
     _arrow_checks_off(EXECUTOR_JAVA_OPTIONS, "executors"),
@@ -105,7 +101,6 @@ RECOMMENDED: tuple[Setting, ...] = (
             "batches sent to Python are bounded by spark.sql.execution.arrow.maxRecordsPerBatch "
             "rows (10,000) only, not by 64 MiB: lower that for rows of large values (images)"
         ),
-        static=False,
     ),
 )
 

@@ -18,11 +18,6 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code PythonDataSourceV2} that holds the Python data source class and the pickled instance).
  */
 final class LanceScanTable extends PythonTableView implements SupportsRead {
-  static final String FORMAT = "lance";
-  // The private formats lance_spark registers for reads whose storage options differ from the
-  // session's (lance_spark.source.session._format_for): lance_storage_1, lance_storage_2, ...
-  private static final java.util.regex.Pattern PRIVATE_FORMAT =
-      java.util.regex.Pattern.compile("lance_storage_\\d+");
   private static final Field DATA_SOURCE = dataSourceField();
 
   private final PythonDataSourceV2 dataSource;
@@ -34,7 +29,8 @@ final class LanceScanTable extends PythonTableView implements SupportsRead {
 
   /** The table to read {@code table} with, or null when it is not a {@code lance} Python table. */
   static LanceScanTable wrap(Table table) {
-    if (!(table instanceof PythonTable python) || !isLance(python.name())) {
+    PythonTable python = lanceTable(table);
+    if (python == null) {
       return null;
     }
     try {
@@ -42,10 +38,6 @@ final class LanceScanTable extends PythonTableView implements SupportsRead {
     } catch (IllegalAccessException e) {
       throw new IllegalStateException("lance_spark companion: cannot read PythonTable.ds", e);
     }
-  }
-
-  static boolean isLance(String name) {
-    return FORMAT.equalsIgnoreCase(name) || PRIVATE_FORMAT.matcher(name).matches();
   }
 
   private static Field dataSourceField() {

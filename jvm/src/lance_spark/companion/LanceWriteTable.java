@@ -59,10 +59,8 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
 
   /** The table to write {@code table} with, or null when it is not a {@code lance} Python table. */
   static LanceWriteTable wrap(Table table) {
-    if (!(table instanceof PythonTable python) || !LanceScanTable.isLance(python.name())) {
-      return null;
-    }
-    return new LanceWriteTable(python);
+    PythonTable python = lanceTable(table);
+    return python == null ? null : new LanceWriteTable(python);
   }
 
   @Override

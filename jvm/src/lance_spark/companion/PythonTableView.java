@@ -2,6 +2,7 @@ package lance_spark.companion;
 
 import java.util.Map;
 import java.util.Set;
+import java.util.regex.Pattern;
 
 import org.apache.spark.sql.connector.catalog.Column;
 import org.apache.spark.sql.connector.catalog.Table;
@@ -19,10 +20,25 @@ import org.apache.spark.sql.types.StructType;
  * <p>Spark internals: {@code PythonTable}; {@code DataSourceV2Relation.copy}.
  */
 abstract class PythonTableView implements Table {
+  static final String FORMAT = "lance";
+  // The private formats lance_spark registers for reads whose storage options differ from the
+  // session's (lance_spark.source.session._format_for): lance_storage_1, lance_storage_2, ...
+  private static final Pattern PRIVATE_FORMAT = Pattern.compile("lance_storage_\\d+");
+
   protected final PythonTable python;
 
   PythonTableView(PythonTable python) {
     this.python = python;
+  }
+
+  /** {@code table} as a {@code lance} Python table, or null when it is not one. */
+  static PythonTable lanceTable(Table table) {
+    if (table instanceof PythonTable python
+        && (FORMAT.equalsIgnoreCase(python.name())
+            || PRIVATE_FORMAT.matcher(python.name()).matches())) {
+      return python;
+    }
+    return null;
   }
 
   /** {@code relation} reading or writing {@code table} instead of its own. */
