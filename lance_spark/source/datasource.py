@@ -171,7 +171,7 @@ class LanceDataSource(DataSource):
             session_auto_compact=self.defaults.auto_compact,
         )
         uri = dataset.branch_location(
-            self._require_uri(opts.uri, schema), opts.branch, storage=opts.storage
+            self._require_write_uri(opts.uri), opts.branch, storage=opts.storage
         )
         return _writer.plan_write(
             uri=uri,
@@ -188,16 +188,7 @@ class LanceDataSource(DataSource):
             session_auto_compact=self.defaults.auto_compact,
             streaming=True,
         )
-        if opts.uri is None and _reader.uri_from_schema(schema) is None:
-            # Spark 4.3 gives a Python streaming sink writing to a catalog table neither its
-            # location nor its schema's metadata: only the writeStream options.
-            raise InvalidOptionError(
-                "a streaming write to format 'lance' needs the table's path: "
-                "writeStream.format('lance').start(path); for a catalog table, "
-                ".option('path', LanceTable.forName(spark, name).uri).toTable(name) "
-                "(Spark does not pass a catalog table's location to a Python streaming sink)"
-            )
-        uri = self._require_uri(opts.uri, schema)
+        uri = self._require_write_uri(opts.uri, streaming=True)
         batch = _writer.plan_write(
             uri=uri,
             spark_schema=_strip(schema),
@@ -217,6 +208,26 @@ class LanceDataSource(DataSource):
 
     def _read_options(self) -> ReadOptions:
         return parse_read_options(self.options, session_storage=self.defaults.storage)
+
+    @staticmethod
+    def _require_write_uri(uri: str | None, *, streaming: bool = False) -> str:
+        """The table a write goes to: its ``path`` option, which the JVM companion sets to the
+        target catalog table's location. Never the location recorded in the incoming columns'
+        metadata: those may come from another Lance table (``INSERT INTO t SELECT * FROM s``)."""
+        if uri:
+            return _normalise_uri(uri)
+        if streaming:
+            how = "writeStream.format('lance').start(path)"
+        else:
+            how = "df.write.format('lance').save(path)"
+        raise InvalidOptionError(
+            f"format 'lance' needs the table's path: {how}. A write into a catalog table "
+            "(INSERT, insertInto, writeTo, toTable) gets it from the catalog through the JVM "
+            "companion, which this session has not loaded: build the session with "
+            "lance_spark.configure(builder) (a Spark Connect server or spark-submit with "
+            "lance_spark.spark_conf()), or call lance_spark.register(spark) on a classic "
+            "session; or write by path with the table's location"
+        )
 
     @staticmethod
     def _require_uri(uri: str | None, schema: StructType | None) -> str:

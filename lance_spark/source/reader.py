@@ -136,8 +136,9 @@ def spark_schema(
         name: (arrow.field(c).metadata or {}).get(COMMENT_METADATA_KEY)
         for name, c in zip(projection.spark_names, projection.lance_columns, strict=True)
     }
-    # Spark hands catalog-table readers and writers empty options but keeps field metadata:
-    # the uri travels there (never storage options: they may hold secrets). A column's
+    # Spark hands catalog-table readers empty options but keeps field metadata: the uri
+    # travels there (never storage options: they may hold secrets). Writers never read it
+    # (the incoming rows may carry another table's): the companion passes them the path. A column's
     # comment (ALTER COLUMN ... COMMENT) is Spark's "comment" metadata: DESCRIBE shows it.
     return StructType(
         [

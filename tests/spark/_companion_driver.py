@@ -59,6 +59,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
 
         reused = table()
         filtered_then_all = (reused.where("id > 10").count(), reused.count())
+        insert = _insert_between_tables(spark, uri) if mode == "missing" else None
         return {
             "enabled_before_register": before,
             "enabled": _spark.companion_enabled(spark),
@@ -73,6 +74,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
             "count": table().count(),
             "limit": len(table().limit(3).collect()),
             "reused": filtered_then_all,
+            "insert": insert,
             "conf": {
                 key: spark.conf.get(key, "") for key in ("spark.jars", "spark.sql.extensions")
             },
@@ -80,6 +82,28 @@ def main(mode: str, uri: str) -> dict[str, Any]:
         }
     finally:
         spark.stop()
+
+
+def _insert_between_tables(spark: SparkSession, uri: str) -> dict[str, Any]:
+    """``INSERT INTO tgt SELECT * FROM src`` between two Lance catalog tables: the error it
+    raised (None: none), and both tables' versions before and after."""
+    import lance
+
+    target = uri + ".target"
+    spark.createDataFrame([], "id long").write.format("lance").save(target)
+    spark.sql(f"CREATE TABLE companion_src USING lance LOCATION '{uri}'")
+    spark.sql(f"CREATE TABLE companion_tgt USING lance LOCATION '{target}'")
+
+    def versions() -> list[int]:
+        return [lance.dataset(u).version for u in (uri, target)]
+
+    before = versions()
+    error = None
+    try:
+        spark.sql("INSERT INTO companion_tgt SELECT * FROM companion_src")
+    except Exception as err:  # noqa: BLE001 - the test checks the message
+        error = str(err)
+    return {"error": error, "before": before, "after": versions()}
 
 
 if __name__ == "__main__":

@@ -162,6 +162,62 @@ def test_insert_into_matches_by_position(spark: SparkSession, name: str) -> None
         renamed.select("a", "b").write.insertInto(name)
 
 
+def test_insert_between_two_lance_tables_writes_the_named_table(
+    spark: SparkSession, name: str, tmp_path: object
+) -> None:
+    """Every INSERT form writes the table the statement names, never the table the rows come
+    from (the rows of ``SELECT * FROM src`` carry src's columns)."""
+    src_uri = str(tmp_path) + "/src.lance"  # type: ignore[operator]
+    tgt_uri = str(tmp_path) + "/tgt.lance"  # type: ignore[operator]
+    src, tgt = f"{name}_src", name
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, text string").write.format("lance").save(
+        src_uri
+    )
+    spark.createDataFrame([], "id long, text string").write.format("lance").save(tgt_uri)
+    spark.sql(f"CREATE TABLE {src} USING lance LOCATION '{src_uri}'")
+    spark.sql(f"CREATE TABLE {tgt} USING lance LOCATION '{tgt_uri}'")
+    try:
+        src_before = (lance.dataset(src_uri).version, _lance_rows(src_uri, ["id", "text"]))
+        expected: list[tuple[object, ...]] = []
+        steps: list[tuple[str, list[tuple[object, ...]]]] = [
+            (f"INSERT INTO {tgt} SELECT * FROM {src}", [(1, "a"), (2, "b")]),
+            (f"INSERT INTO {tgt} TABLE {src}", [(1, "a"), (2, "b")]),
+            (f"INSERT INTO {tgt} (id, text) VALUES (3, 'c')", [(3, "c")]),
+            (f"INSERT INTO {tgt} (text, id) VALUES ('d', 4)", [(4, "d")]),
+            (f"INSERT INTO {tgt} SELECT 5 AS id, 'e' AS text", [(5, "e")]),
+            (
+                f"INSERT INTO {tgt} (text, id) SELECT text, id + 10 FROM {src}",
+                [(11, "a"), (12, "b")],
+            ),
+            (f"INSERT INTO {tgt} VALUES (6, 'f')", [(6, "f")]),
+        ]
+        for statement, added in steps:
+            spark.sql(statement)
+            expected = sorted([*expected, *added])
+            assert _lance_rows(tgt_uri, ["id", "text"]) == expected, statement
+            assert (lance.dataset(src_uri).version, _lance_rows(src_uri, ["id", "text"])) == (
+                src_before
+            ), statement
+
+        spark.table(src).write.insertInto(tgt)
+        spark.table(src).writeTo(tgt).append()
+        expected = sorted([*expected, (1, "a"), (2, "b"), (1, "a"), (2, "b")])
+        assert _lance_rows(tgt_uri, ["id", "text"]) == expected
+
+        spark.sql(f"INSERT OVERWRITE {tgt} SELECT * FROM {src}")
+        assert _lance_rows(tgt_uri, ["id", "text"]) == [(1, "a"), (2, "b")]
+        spark.sql(f"INSERT OVERWRITE {tgt} SELECT id * 100, text FROM {src} WHERE id = 1")
+        assert _lance_rows(tgt_uri, ["id", "text"]) == [(100, "a")]
+        spark.table(src).write.insertInto(tgt, overwrite=True)
+        assert _lance_rows(tgt_uri, ["id", "text"]) == [(1, "a"), (2, "b")]
+        assert (lance.dataset(src_uri).version, _lance_rows(src_uri, ["id", "text"])) == (
+            src_before
+        )
+        assert _rows(spark.table(tgt)) == [(1, "a"), (2, "b")]
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {src}")
+
+
 def test_sql_managed_create_ctas_and_create_or_replace(spark: SparkSession, name: str) -> None:
     spark.sql(f"CREATE TABLE {name} (id BIGINT NOT NULL, name STRING) USING lance")
     uri = _location(spark, name)

@@ -76,6 +76,12 @@ def test_without_the_jar_register_warns_once_and_reads_stay_right(uri: str, tmp_
     # The trap the warning names (SPARK-58551): the same DataFrame counted after a filtered
     # query counts the filtered rows; fresh DataFrames (above) are right.
     assert result["reused"] == [ROWS - 11, ROWS - 11]
+    # A write into a catalog table needs the companion for the table's location: without it
+    # the INSERT fails, naming what to do, and neither table changes.
+    insert = result["insert"]
+    assert insert["error"] is not None and "lance_spark.configure" in insert["error"]
+    assert "needs the table's path" in insert["error"]
+    assert insert["before"] == insert["after"]
 
 
 def test_a_plain_session_hears_once_which_recommended_settings_it_lacks(

@@ -240,24 +240,26 @@ def test_catalog_table_sink(
     spark.sql(f"CREATE TABLE {name} USING lance LOCATION '{table_uri}'")
     try:
         feed(range(3))
-        with pytest.raises(Exception, match=r"LanceTable.forName\(spark, name\).uri"):
-            stopping(
-                _stream(spark, feed)
-                .writeStream.option("checkpointLocation", str(tmp_path / "ck0"))
-                .toTable(name)
-            ).processAllAvailable()
-        # Spark 4.3 does not pass the table's location to a Python streaming sink.
-        location = LanceTable.forName(spark, name).uri
+        # The JVM companion gives the sink the catalog table's location.
         query = stopping(
             _stream(spark, feed)
             .writeStream.option("checkpointLocation", str(tmp_path / "ck"))
-            .option("path", location)
             .toTable(name)
         )
         query.processAllAvailable()
         query.stop()
         assert sorted(r.id for r in spark.table(name).collect()) == [0, 1, 2, 100]
         assert _ids(table_uri) == [0, 1, 2, 100]
+        # A path that is not the table's is refused, not written.
+        other = str(tmp_path / "other.lance")
+        with pytest.raises(Exception, match=r"drop the path option"):
+            stopping(
+                _stream(spark, feed)
+                .writeStream.option("checkpointLocation", str(tmp_path / "ck2"))
+                .option("path", other)
+                .toTable(name)
+            ).processAllAvailable()
+        assert _ids(table_uri) == [0, 1, 2, 100] and not Path(other).exists()
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 

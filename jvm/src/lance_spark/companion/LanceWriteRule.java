@@ -16,6 +16,11 @@ import scala.PartialFunction$;
  * {@code INSERT OVERWRITE}, catalog tables; streaming: each micro-batch) the table of
  * {@link LanceWriteTable}, which writes through Spark's own Python write.
  *
+ * <p>A write into a catalog table (the relation names a catalog and an identifier: {@code INSERT},
+ * {@code INSERT OVERWRITE}, {@code insertInto}, {@code writeTo}, a stream's {@code toTable})
+ * goes to that table's location, which Spark hands a Python writer nowhere: the rule passes it
+ * to {@link LanceWriteTable}, which gives the Python write the {@code path} option.
+ *
  * <p>Spark internals: {@code V2WriteCommand.withNewTable} and
  * {@code V2StreamingWriteCommand.withNewTable} (the write's target relation is a field of the
  * command, not a child, so {@link LanceScanRule} never sees it); the "Pre CBO Rules" batch runs
@@ -45,7 +50,11 @@ final class LanceWriteRule extends Rule<LogicalPlan> {
     if (!(target instanceof DataSourceV2Relation relation)) {
       return null;
     }
-    LanceWriteTable table = LanceWriteTable.wrap(relation.table());
+    String catalogTable =
+        relation.catalog().isDefined() && relation.identifier().isDefined()
+            ? relation.identifier().get().toString()
+            : null;
+    LanceWriteTable table = LanceWriteTable.wrap(relation.table(), catalogTable);
     if (table == null) {
       return null;
     }

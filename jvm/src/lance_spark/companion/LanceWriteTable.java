@@ -3,7 +3,10 @@ package lance_spark.companion;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
@@ -25,6 +28,8 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * A {@code lance} Python table as a write sees it: every call goes to Spark's own Python write
@@ -53,19 +58,89 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   static final String MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch";
   static final String NO_BYTE_LIMIT = Integer.toString(Integer.MAX_VALUE);
 
-  private LanceWriteTable(PythonTable python) {
+  static final String PATH = "path";
+
+  // The catalog table this write goes to (its identifier), or null for a write by path.
+  private final String catalogTable;
+
+  private LanceWriteTable(PythonTable python, String catalogTable) {
     super(python);
+    this.catalogTable = catalogTable;
   }
 
-  /** The table to write {@code table} with, or null when it is not a {@code lance} Python table. */
-  static LanceWriteTable wrap(Table table) {
+  /**
+   * The table to write {@code table} with, or null when it is not a {@code lance} Python table.
+   * {@code catalogTable}: the identifier of the catalog table the write targets, or null.
+   */
+  static LanceWriteTable wrap(Table table, String catalogTable) {
     PythonTable python = lanceTable(table);
-    return python == null ? null : new LanceWriteTable(python);
+    return python == null ? null : new LanceWriteTable(python, catalogTable);
   }
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-    return new Builder(python.newWriteBuilder(info));
+    return new Builder(python.newWriteBuilder(targeted(info)));
+  }
+
+  /**
+   * {@code info} with the target catalog table's location as the {@code path} option: Spark
+   * 4.3 hands a Python writer neither the location nor the name of the catalog table it
+   * writes, and the Python writer must never guess it from the incoming data (whose columns
+   * may come from another Lance table). The location is the one the target's own Python table
+   * reports (its schema, made by the data source's {@code schema()} from the catalog entry's
+   * path). This can go when Lance tables are served by a catalog of their own.
+   */
+  private LogicalWriteInfo targeted(LogicalWriteInfo info) {
+    if (catalogTable == null) {
+      return info;
+    }
+    String location = location();
+    if (location == null) {
+      // The Python writer fails, naming what it needs.
+      return info;
+    }
+    String given = info.options().get(PATH);
+    if (given != null && !plain(given).equals(plain(location))) {
+      throw new IllegalArgumentException(
+          "a write into the catalog table " + catalogTable + " (at '" + location
+              + "') has the option path='" + given + "': drop the path option");
+    }
+    Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
+    options.put(PATH, location);
+    CaseInsensitiveStringMap withPath = new CaseInsensitiveStringMap(options);
+    return new LogicalWriteInfo() {
+      @Override
+      public CaseInsensitiveStringMap options() {
+        return withPath;
+      }
+
+      @Override
+      public String queryId() {
+        return info.queryId();
+      }
+
+      @Override
+      public StructType schema() {
+        return info.schema();
+      }
+
+      @Override
+      public Optional<StructType> rowIdSchema() {
+        return info.rowIdSchema();
+      }
+
+      @Override
+      public Optional<StructType> metadataSchema() {
+        return info.metadataSchema();
+      }
+    };
+  }
+
+  private static String plain(String uri) {
+    if (uri.startsWith("file://")) {
+      return uri.substring("file://".length());
+    }
+    return uri.startsWith("file:") ? uri.substring("file:".length()) : uri;
   }
 
   private static final class Builder implements WriteBuilder, SupportsTruncate {
