@@ -27,6 +27,8 @@ from pyspark.sql import functions as F
 from lance_spark import LanceTable
 
 DRIVER = Path(__file__).with_name("_orphan_driver.py")
+COMMIT_GATE = Path(__file__).with_name("_commit_gate")  # its sitecustomize blocks commits
+GATED = ("kill-replace-where", "kill-update", "kill-merge-deletes")
 REPO = Path(__file__).resolve().parents[2]
 _TIMEOUT = 600.0  # generous: two busy cores
 
@@ -147,6 +149,9 @@ def driver(tmp_path: Path) -> Iterator[Callable[[str, str], tuple[subprocess.Pop
             "SPARK_CONF_DIR": str(REPO / "conf"),
             "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "spark")]),
         }
+        if scenario in GATED:
+            env["PYTHONPATH"] = os.pathsep.join([str(COMMIT_GATE), env["PYTHONPATH"]])
+            env["LANCE_SPARK_TEST_COMMIT_GATE"] = str(work)
         log = (tmp_path / f"{scenario}.log").open("wb")
         proc = subprocess.Popen(
             [sys.executable, str(DRIVER), scenario, uri, str(work)],
@@ -245,6 +250,53 @@ def test_vacuum_removes_what_a_killed_driver_left(
     assert _staging(table_uri) == []
     assert lance.dataset(table_uri).version == version
     assert sorted(r.id for r in t.toDF().select("id").collect()) == list(range(200))
+    again = t.vacuum(0).first()
+    assert again.unreferenced_files_removed == 0 and again.staging_markers_removed == 0
+
+
+@pytest.mark.parametrize("scenario", GATED)
+def test_vacuum_removes_the_deletion_files_of_a_killed_change(
+    spark: SparkSession,
+    driver: Callable[[str, str], tuple[subprocess.Popen[bytes], Path]],
+    table_uri: str,
+    tmp_path: Path,
+    scenario: str,
+) -> None:
+    """replaceWhere, UPDATE and MERGE killed at their commit, their deletion files written:
+    pylance's cleanup does not list an unreferenced deletion file newer than the oldest
+    version; vacuum finds it anyway, and then removes the job's markers."""
+    proc, work = driver(scenario, table_uri)
+    _wait_for("the committed UPDATE", (work / "ready.json").exists, proc)
+    version = _step(work, "ready")["version"]
+    rows = _rows(table_uri)
+    committed = _written(table_uri)
+    assert any(p.startswith("_deletions/") for p in committed)
+    _wait_for("the change's commit", (work / "commit-reached.json").exists, proc)
+    _kill_all(proc)
+
+    left, staged = _unreferenced_anywhere(table_uri), _staging(table_uri)
+    deletions = {p for p in left if p.startswith("_deletions/")}
+    assert deletions and staged  # what the killed change left
+    assert lance.dataset(table_uri).version == version and _rows(table_uri) == rows
+
+    t = LanceTable.forPath(spark, table_uri)
+    dry = t.vacuum(0, dryRun=True).first()
+    assert sorted(dry.unreferenced_files) == sorted(left) and dry.staging_markers_removed > 0
+    assert _unreferenced_anywhere(table_uri) == left  # a dry run deletes nothing
+
+    done = t.vacuum(0).first()
+    assert sorted(done.unreferenced_files) == sorted(left)
+    assert done.deletion_files_removed >= len(deletions)
+    assert done.staging_markers_removed == dry.staging_markers_removed
+    print(
+        f"{scenario}: killed at its commit; before vacuum(0) {len(left)} unreferenced "
+        f"file(s) ({len(deletions)} deletion), {len(staged)} staging file(s); "
+        f"after: {len(_unreferenced_anywhere(table_uri))}, {len(_staging(table_uri))}"
+    )
+    assert _unreferenced_anywhere(table_uri) == set()
+    assert _staging(table_uri) == []
+    assert _written(table_uri) <= committed
+    assert lance.dataset(table_uri).version == version and _rows(table_uri) == rows
     again = t.vacuum(0).first()
     assert again.unreferenced_files_removed == 0 and again.staging_markers_removed == 0
 
