@@ -15,19 +15,23 @@ Every job (an append, a row-level change, addColumns) leaves no file it does not
   then the markers. Whatever the interleaving with a late task, one of the two sees the
   other. Checking the versions instead of trusting the outcome also keeps a commit that
   succeeded but reported an error from losing its files.
-- A killed driver closes nothing: :func:`find_orphans` (``vacuum``) removes the data and
-  deletion files no version references and the staging markers of jobs that stopped, once
-  they are older than the retention (Delta's rule: a job must not run longer than that).
+- A killed driver closes nothing: :func:`find_orphans` (``vacuum``) removes the data,
+  deletion and index files no version (of any branch) references and the staging markers of
+  jobs that stopped, once they are older than the retention (Delta's rule: a job must not
+  run longer than that). Lance's cleanup lists the unreferenced data and index files; the
+  deletion files it leaves out (those newer than the oldest version) are checked against the
+  versions here. A job's markers go only once every file they name is gone or referenced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,7 +51,7 @@ OPEN_MARKER = "_OPEN"
 _WRITTEN_DIRS = ("data", "_deletions")
 _TEMPORARY_PREFIX = ".tmp"  # Lance writes a local file as data/.tmpXXXXXX, then renames it
 # Candidate kinds of Lance's cleanup that vacuum removes when no version references them.
-_SWEPT_KINDS = {"data": "data", "deletion": "_deletions"}
+_SWEPT_KINDS = {"data": "data", "deletion": "_deletions", "index": "_indices"}
 MAX_EXPLAINED_FILES = 1_000_000
 _EVERY_VERSION = 2**31 - 1
 
@@ -401,37 +405,54 @@ def _read_marker(fs: Any, marker: str) -> Recorded:
 
 @dataclass(frozen=True)
 class Orphan:
-    """A data or deletion file no version references (path relative to the table's root)."""
+    """A data, deletion or index file no version references (path relative to the table's
+    root)."""
 
     path: str
-    kind: str  # "data" or "deletion" (Lance's cleanup kinds)
+    kind: str  # "data", "deletion" or "index" (Lance's cleanup kinds)
     size: int
 
 
 @dataclass(frozen=True)
 class Orphans:
-    """What ``vacuum`` removes besides Lance's cleanup: unreferenced files and the staging
-    markers of jobs that stopped, all older than the retention."""
+    """What ``vacuum`` removes besides Lance's cleanup: unreferenced files, and the staging
+    folders of jobs that stopped, all older than the retention. A job's markers are among
+    ``markers`` only when every file they name is referenced, already gone, or in ``files``."""
 
     files: tuple[Orphan, ...]
     markers: tuple[str, ...]  # full paths in the table's file system
+    jobs: tuple[str, ...] = ()  # the folders of those jobs (full paths)
 
     def remove(self, table_uri: str, *, storage: Mapping[str, str]) -> None:
+        """Delete the files, then (only when all of them went) the markers."""
         delete_files((table_file_uri(table_uri, f.path) for f in self.files), storage=storage)
+        fs, root = _fs(table_uri, storage)
+        if _is_local(fs):  # an index's files are in a folder of their own
+            for folder in sorted({f.path.rsplit("/", 1)[0] for f in self.files}, reverse=True):
+                if folder.startswith(f"{_SWEPT_KINDS['index']}/"):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(f"{root}/{folder}")
         if self.markers:
-            fs, _ = _fs(_staging_dir(table_uri), storage)
             fs.rm(list(self.markers))
-            for job in {m.rsplit("/", 1)[0] for m in self.markers}:
-                _remove_empty_dirs(fs, job)
+        for job in self.jobs:
+            _remove_empty_dirs(fs, job)
 
 
 def find_orphans(
-    ds: lance.LanceDataset, table_uri: str, *, older_than: timedelta, storage: Mapping[str, str]
+    ds: lance.LanceDataset,
+    table_uri: str,
+    *,
+    older_than: timedelta,
+    storage: Mapping[str, str],
+    lines: Sequence[str] = (),
 ) -> Orphans:
-    """The data and deletion files no version references (Lance's cleanup calls them
-    unverified), and the staging markers of jobs, that were last modified more than
-    ``older_than`` ago."""
+    """The data, deletion and index files no version references, and the staging markers of
+    jobs, that were last modified more than ``older_than`` ago.
+
+    ``lines``: the locations of every branch of the table, main included (their versions may
+    reference this location's files); default: ``table_uri`` alone."""
     cutoff = time.time() - older_than.total_seconds()
+    lines = tuple(lines) or (table_uri,)
     # Keeping every version, Lance's cleanup lists just the files no version references
     # (it calls them unverified), whatever their age: the age is checked here.
     explained = ds.explain_cleanup_old_versions(
@@ -452,48 +473,181 @@ def find_orphans(
         relative = relative_path(c)
         if c.unverified and relative is not None:
             candidates[relative] = Orphan(relative, c.kind, int(c.size_bytes))
-    files = []
-    if candidates:
-        modified = _modified_times(table_uri, set(_SWEPT_KINDS.values()), storage)
-        files = [f for p, f in sorted(candidates.items()) if modified.get(p, cutoff + 1) < cutoff]
-    return Orphans(tuple(files), tuple(_stale_markers(table_uri, cutoff, storage)))
+    deletions = _SWEPT_KINDS["deletion"]
+    folders = {deletions} | {p.split("/", 1)[0] for p in candidates}
+    listed = _listing(table_uri, folders, storage=storage)
+    old = {p for p, (mtime, _) in listed.items() if mtime < cutoff}
+    # Lance leaves out the unreferenced deletion files newer than its oldest version (those a
+    # running job may still commit, to Lance): the versions are read here instead.
+    unlisted = {p for p in old if p.startswith(f"{deletions}/")} - candidates.keys()
+    if unlisted:
+        for path in sorted(unlisted - _referenced_in(table_uri, lines, unlisted, storage=storage)):
+            candidates[path] = Orphan(path, "deletion", listed[path][1])
+    files = tuple(f for p, f in sorted(candidates.items()) if p in old)
+    jobs = _stale_jobs(table_uri, cutoff, storage=storage)
+    done = _finished_jobs(table_uri, lines, jobs, {f.path for f in files}, storage=storage)
+    markers = tuple(m for job in done for m in jobs[job])
+    return Orphans(files, markers, tuple(done))
 
 
 def relative_path(candidate: Any) -> str | None:
-    """A data or deletion file of Lance's cleanup explanation, relative to the table's root
-    (None for other kinds)."""
+    """A data, deletion or index file of Lance's cleanup explanation, relative to the table's
+    root (None for other kinds)."""
     folder = _SWEPT_KINDS.get(candidate.kind)
     if folder is None:
         return None
     return f"{folder}/{str(candidate.path).rsplit(f'/{folder}/', 1)[-1]}"
 
 
-def _stale_markers(table_uri: str, cutoff: float, storage: Mapping[str, str]) -> list[str]:
-    """Every file of the staging folders of jobs nothing touched since ``cutoff``."""
+def _referenced_in(
+    table_uri: str, lines: Sequence[str], wanted: Collection[str], *, storage: Mapping[str, str]
+) -> set[str]:
+    """Which of ``wanted`` (data and deletion files, relative to the root of the table at
+    ``table_uri``) a version of a branch at ``lines`` references.
+
+    Each branch's versions are read from the latest down, until all are found or no older
+    version can reference those left: a deletion file is named ``<fragment>-<read
+    version>-<n>``, and only versions after its read version (of any branch: a branch's
+    versions are numbered on from its parent's) can hold it."""
+    options = dict(storage) or None
+    here = _root_key(table_uri, storage=storage)
+    pending = set(wanted)
+    for line in lines:
+        try:
+            latest = lance.dataset(line, storage_options=options)
+        except ValueError as err:
+            if "not found" in str(err).lower():
+                continue  # no version at all
+            raise
+        for version in range(int(latest.version), 0, -1):
+            if not pending or version <= min(_read_version(p) for p in pending):
+                break
+            try:
+                ds = latest if version == latest.version else latest.checkout_version(version)
+            except ValueError as err:
+                if "not found" in str(err).lower():
+                    continue  # vacuumed
+                raise
+            pending -= _files_at(ds, line, here, storage=storage)
+    return set(wanted) - pending
+
+
+def _files_at(
+    ds: lance.LanceDataset, line: str, root: str, *, storage: Mapping[str, str]
+) -> set[str]:
+    """The data and deletion files of version ``ds`` (of the branch at ``line``) that are
+    stored under ``root`` (a :func:`_root_key`), relative to it."""
+    bases = {int(i): _root_key(str(b.path), storage=storage) for i, b in ds.base_paths().items()}
+    own = _root_key(line, storage=storage)
+    files: set[str] = set()
+    for fragment in ds.get_fragments():
+        meta = fragment.metadata
+        for f in meta.files:
+            if (own if f.base_id is None else bases.get(int(f.base_id))) == root:
+                files.add(f"data/{f.path}")
+        deletion = meta.deletion_file
+        if deletion is not None:
+            base = own if deletion.base_id is None else bases.get(int(deletion.base_id))
+            if base == root:
+                files.add(deletion.path(meta.id))
+    return files
+
+
+def _root_key(uri: str, *, storage: Mapping[str, str]) -> str:
+    """A location, comparable whatever its spelling (``file://``, a symlink, a trailing /)."""
+    fs, path = _fs(uri, storage)
+    return os.path.realpath(path) if _is_local(fs) else path.rstrip("/")
+
+
+def _read_version(path: str) -> int:
+    """The read version in a deletion file's name (0 for other files and other names)."""
+    if not path.startswith(f"{_SWEPT_KINDS['deletion']}/"):
+        return 0
+    parts = path.rsplit("/", 1)[-1].split("-")
+    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else 0
+
+
+def _stale_jobs(
+    table_uri: str, cutoff: float, *, storage: Mapping[str, str]
+) -> dict[str, list[str]]:
+    """The staging folders of jobs nothing touched since ``cutoff``, with their files."""
     fs, root = _fs(_staging_dir(table_uri), storage)
     fs.invalidate_cache(root)
     if not fs.exists(root):
-        return []
-    stale: list[str] = []
+        return {}
+    stale: dict[str, list[str]] = {}
     for job in fs.ls(root, detail=False):
         found = fs.find(job, detail=True)
-        if found and max(_mtime(info) for info in found.values()) < cutoff:
-            stale.extend(sorted(found))
+        # An empty folder (a job killed while creating it) is as old as itself.
+        newest = max(_mtime(i) for i in found.values()) if found else _mtime(fs.info(job))
+        if newest < cutoff:
+            stale[job] = sorted(found)
     return stale
 
 
-def _modified_times(
-    table_uri: str, folders: Iterable[str], storage: Mapping[str, str]
-) -> dict[str, float]:
-    times: dict[str, float] = {}
+def _finished_jobs(
+    table_uri: str,
+    lines: Sequence[str],
+    jobs: Mapping[str, Sequence[str]],
+    removed: Collection[str],
+    *,
+    storage: Mapping[str, str],
+) -> list[str]:
+    """The stale ``jobs`` whose markers may go: every file they name is gone, among
+    ``removed``, or referenced by a version. The others keep their markers (a file younger
+    than the retention, such as a temporary still being written), so a later vacuum can
+    still tell what they wrote."""
+    done = []
+    for job, found in sorted(jobs.items()):
+        fs, _ = _fs(job, storage)
+        named = Recorded()
+        try:
+            for marker in (p for p in found if p.endswith(".json")):
+                named.update(_read_marker(fs, marker))
+        except (OSError, ValueError) as err:
+            _log.warning(
+                "vacuum of %s: staging marker of %s unreadable, kept: %s", table_uri, job, err
+            )
+            continue
+        left = {
+            p
+            for p in (named.files | named.temporary) - set(removed)
+            if _exists(table_file_uri(table_uri, p), storage=storage)
+        }
+        if left:
+            left -= _referenced_in(table_uri, lines, left, storage=storage)
+        if left:
+            _log.info(
+                "vacuum of %s: job %s kept its staging markers: %s still there, unreferenced "
+                "and younger than the retention",
+                table_uri,
+                job.rsplit("/", 1)[-1],
+                ", ".join(sorted(left)),
+            )
+            continue
+        done.append(job)
+    return done
+
+
+def _exists(uri: str, *, storage: Mapping[str, str]) -> bool:
+    fs, path = _fs(uri, storage)
+    return bool(fs.exists(path))
+
+
+def _listing(
+    table_uri: str, folders: Iterable[str], *, storage: Mapping[str, str]
+) -> dict[str, tuple[float, int]]:
+    """Every file under ``folders`` of the table: (modification time, size)."""
+    listed: dict[str, tuple[float, int]] = {}
     for folder in folders:
         fs, root = _fs(table_file_uri(table_uri, folder), storage)
         fs.invalidate_cache(root)
         if not fs.exists(root):
             continue
         for path, info in fs.find(root, detail=True).items():
-            times[f"{folder}/{path[len(root) :].lstrip('/')}"] = _mtime(info)
-    return times
+            relative = f"{folder}/{path[len(root) :].lstrip('/')}"
+            listed[relative] = (_mtime(info), int(info.get("size") or 0))
+    return listed
 
 
 def _mtime(info: Mapping[str, Any]) -> float:

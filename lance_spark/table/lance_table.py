@@ -537,8 +537,9 @@ class LanceTable:
 
     def vacuum(self, retentionHours: float = 168, *, dryRun: bool = False) -> DataFrame:
         """Delete the files only versions older than ``retentionHours`` use, and what jobs
-        that stopped (a killed driver, a killed task) left behind: data and deletion files no
-        version references, and the connector's staging markers, when older than that too.
+        that stopped (a killed driver, a killed task) left behind: data, deletion and index
+        files no version references, and the connector's staging markers (once the files
+        they name are gone), when older than that too.
 
         The current version and tagged versions are always kept, and so is every file
         younger than the retention: a running write may still commit it (as in Delta, a

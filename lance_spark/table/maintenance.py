@@ -27,6 +27,7 @@ from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import compaction as _compaction
 from lance_spark.source import staging
 from lance_spark.source.compaction import COMPACTION_METRICS
+from lance_spark.source.dataset import branch_uri, open_latest
 from lance_spark.source.jobs import StagedJob, TaskResult
 from lance_spark.source.options import AutoCompact
 from lance_spark.table import jobs as _jobs
@@ -63,7 +64,11 @@ _VACUUM_SCHEMA = StructType(
         StructField("unreferenced_files", ArrayType(StringType(), False), False),
     ]
 )
-_FILE_KIND_METRICS = {"data": "data_files_removed", "deletion": "deletion_files_removed"}
+_FILE_KIND_METRICS = {
+    "data": "data_files_removed",
+    "deletion": "deletion_files_removed",
+    "index": "index_files_removed",
+}
 
 
 class LanceOptimizeBuilder:
@@ -192,7 +197,12 @@ def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> Dat
         raise InvalidOptionError(f"vacuum retentionHours={retention_hours} must be at least 0")
     ds = table.open()
     older_than = timedelta(hours=retention_hours)
-    orphans = staging.find_orphans(ds, table.uri, older_than=older_than, storage=table.storage)
+    # Every branch's versions may reference this location's files.
+    branches = open_latest(table.root, storage=table.storage).branches.list()
+    lines = [table.root, *(branch_uri(table.root, name) for name in sorted(branches))]
+    orphans = staging.find_orphans(
+        ds, table.uri, older_than=older_than, storage=table.storage, lines=lines
+    )
     metrics: dict[str, Any] = dict.fromkeys(_CLEANUP_METRICS, 0)
     if dry_run:
         explained = ds.explain_cleanup_old_versions(

@@ -3,6 +3,9 @@
     python _orphan_driver.py retries      <table> <work dir>   # local[2,4]: task retries
     python _orphan_driver.py kill-append  <table> <work dir>   # blocks mid-job: kill -9 it
     python _orphan_driver.py kill-merge   <table> <work dir>   # blocks before the commit
+    # after a committed UPDATE, a change whose deletion file exists blocks at its commit
+    # (the test puts _commit_gate/ on PYTHONPATH and sets LANCE_SPARK_TEST_COMMIT_GATE):
+    python _orphan_driver.py kill-replace-where|kill-update|kill-merge-deletes <table> <work dir>
 
 Each writes ``<work dir>/<step>.json`` when a step is done (or reached, for the kills).
 """
@@ -30,6 +33,7 @@ PARTS = 4
 # failing or blocking one reach the writer first.
 PAD = "x" * 2000
 _WAIT = 600.0  # a blocked task gives up after this long (the test kills it much earlier)
+GATED = ("kill-replace-where", "kill-update", "kill-merge-deletes")
 
 
 def main(scenario: str, table: str, work: Path) -> None:
@@ -53,6 +57,8 @@ def main(scenario: str, table: str, work: Path) -> None:
         _blocked_append(spark, table, work)
     elif scenario == "kill-merge":
         _blocked_merge(spark, table, work)
+    elif scenario in GATED:
+        _gated_change(spark, table, work, scenario)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     spark.stop()
@@ -168,6 +174,33 @@ def _blocked_merge(spark: SparkSession, table: str, work: Path) -> None:
         .whenNotMatchedInsert(values={"id": "s.id", "val": "s.val"})
         .execute()
     )
+
+
+def _gated_change(spark: SparkSession, table: str, work: Path, scenario: str) -> None:
+    """A committed UPDATE (a deletion file the versions reference), then a change that
+    deletes part of a fragment (its deletion file is written before the commit), stopped at
+    its Lance commit by _commit_gate/sitecustomize.py."""
+    t = LanceTable.forPath(spark, table)
+    t.update("id < 10", {"val": "concat('u', id)"})
+    _done(work, "ready", version=lance.dataset(table).version)
+    (work / "armed").touch()
+    if scenario == "kill-replace-where":  # 20 of the 50 rows of fragment 2
+        rows = spark.range(100, 120, 1, 2).selectExpr("id", "concat('r', id) AS val")
+        rows.write.format("lance").option("replaceWhere", "id >= 100 AND id < 120").mode(
+            "overwrite"
+        ).save(table)
+    elif scenario == "kill-update":  # 10 rows of fragment 1
+        t.update("id >= 60 AND id < 70", {"val": "concat('u', id)"})
+    else:  # 30 rows of fragment 3 updated, 30 inserted
+        source = spark.range(170, 230, 1, PARTS).selectExpr("id", "concat('m', id) AS val")
+        (
+            t.alias("t")
+            .merge(source.alias("s"), "t.id = s.id")
+            .whenMatchedUpdate(set={"val": "s.val"})
+            .whenNotMatchedInsert(values={"id": "s.id", "val": "s.val"})
+            .execute()
+        )
+    _done(work, "change-committed")  # only when the test failed to kill this process
 
 
 def _count(attempts: Path) -> int:

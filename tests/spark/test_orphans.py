@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from pyspark.sql import functions as F
 from lance_spark import LanceTable
 
 DRIVER = Path(__file__).with_name("_orphan_driver.py")
+COMMIT_GATE = Path(__file__).with_name("_commit_gate")  # its sitecustomize blocks commits
+GATED = ("kill-replace-where", "kill-update", "kill-merge-deletes")
 REPO = Path(__file__).resolve().parents[2]
 _TIMEOUT = 600.0  # generous: two busy cores
 
@@ -57,6 +61,33 @@ def _referenced(uri: str) -> set[str]:
 
 def _unreferenced(uri: str) -> set[str]:
     return _written(uri) - _referenced(uri)
+
+
+def _unreferenced_anywhere(uri: str) -> set[str]:
+    """Every file of the table's folder (but the connector's staging folder) that no version
+    references: data, deletion and index files, manifests, transaction files, anything."""
+    ds = lance.dataset(uri)
+    kept = _referenced(uri) | {"_versions/latest_version_hint.json"}
+    indexes = set()
+    for v in ds.versions():
+        number = v["version"]
+        kept |= {f"_versions/{number}.manifest", f"_versions/{2**64 - 1 - number:020d}.manifest"}
+        txn = ds.read_transaction(number)
+        if txn is not None:
+            kept.add(f"_transactions/{txn.read_version}-{txn.uuid}.txn")
+        indexes |= {i["uuid"] for i in ds.checkout_version(number).list_indices()}
+    found = set()
+    for path in Path(uri).rglob("*"):
+        relative = str(path.relative_to(uri))
+        if path.is_file() and not relative.startswith("_lance_spark/"):
+            found.add(relative)
+    return {
+        p for p in found - kept if not (p.startswith("_indices/") and p.split("/")[1] in indexes)
+    }
+
+
+def _rows(uri: str) -> list[dict[str, object]]:
+    return sorted(lance.dataset(uri).to_table().to_pylist(), key=lambda r: str(r["id"]))
 
 
 def _staging(uri: str) -> list[str]:
@@ -118,6 +149,9 @@ def driver(tmp_path: Path) -> Iterator[Callable[[str, str], tuple[subprocess.Pop
             "SPARK_CONF_DIR": str(REPO / "conf"),
             "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "spark")]),
         }
+        if scenario in GATED:
+            env["PYTHONPATH"] = os.pathsep.join([str(COMMIT_GATE), env["PYTHONPATH"]])
+            env["LANCE_SPARK_TEST_COMMIT_GATE"] = str(work)
         log = (tmp_path / f"{scenario}.log").open("wb")
         proc = subprocess.Popen(
             [sys.executable, str(DRIVER), scenario, uri, str(work)],
@@ -220,6 +254,53 @@ def test_vacuum_removes_what_a_killed_driver_left(
     assert again.unreferenced_files_removed == 0 and again.staging_markers_removed == 0
 
 
+@pytest.mark.parametrize("scenario", GATED)
+def test_vacuum_removes_the_deletion_files_of_a_killed_change(
+    spark: SparkSession,
+    driver: Callable[[str, str], tuple[subprocess.Popen[bytes], Path]],
+    table_uri: str,
+    tmp_path: Path,
+    scenario: str,
+) -> None:
+    """replaceWhere, UPDATE and MERGE killed at their commit, their deletion files written:
+    pylance's cleanup does not list an unreferenced deletion file newer than the oldest
+    version; vacuum finds it anyway, and then removes the job's markers."""
+    proc, work = driver(scenario, table_uri)
+    _wait_for("the committed UPDATE", (work / "ready.json").exists, proc)
+    version = _step(work, "ready")["version"]
+    rows = _rows(table_uri)
+    committed = _written(table_uri)
+    assert any(p.startswith("_deletions/") for p in committed)
+    _wait_for("the change's commit", (work / "commit-reached.json").exists, proc)
+    _kill_all(proc)
+
+    left, staged = _unreferenced_anywhere(table_uri), _staging(table_uri)
+    deletions = {p for p in left if p.startswith("_deletions/")}
+    assert deletions and staged  # what the killed change left
+    assert lance.dataset(table_uri).version == version and _rows(table_uri) == rows
+
+    t = LanceTable.forPath(spark, table_uri)
+    dry = t.vacuum(0, dryRun=True).first()
+    assert sorted(dry.unreferenced_files) == sorted(left) and dry.staging_markers_removed > 0
+    assert _unreferenced_anywhere(table_uri) == left  # a dry run deletes nothing
+
+    done = t.vacuum(0).first()
+    assert sorted(done.unreferenced_files) == sorted(left)
+    assert done.deletion_files_removed >= len(deletions)
+    assert done.staging_markers_removed == dry.staging_markers_removed
+    print(
+        f"{scenario}: killed at its commit; before vacuum(0) {len(left)} unreferenced "
+        f"file(s) ({len(deletions)} deletion), {len(staged)} staging file(s); "
+        f"after: {len(_unreferenced_anywhere(table_uri))}, {len(_staging(table_uri))}"
+    )
+    assert _unreferenced_anywhere(table_uri) == set()
+    assert _staging(table_uri) == []
+    assert _written(table_uri) <= committed
+    assert lance.dataset(table_uri).version == version and _rows(table_uri) == rows
+    again = t.vacuum(0).first()
+    assert again.unreferenced_files_removed == 0 and again.staging_markers_removed == 0
+
+
 def test_vacuum_keeps_unreferenced_files_younger_than_the_retention(
     spark: SparkSession, table_uri: str
 ) -> None:
@@ -247,6 +328,58 @@ def test_vacuum_keeps_unreferenced_files_younger_than_the_retention(
     assert sorted(result.unreferenced_files) == sorted(pending)
     assert _unreferenced(table_uri) == set() and _staging(table_uri) == []
     assert lance.dataset(table_uri).count_rows() == 10
+
+
+def test_vacuum_finds_deletion_and_index_files_and_keeps_markers_until_their_files_go(
+    spark: SparkSession, table_uri: str
+) -> None:
+    spark.range(0, 100, 1, 4).selectExpr("id", "concat('v', id) AS val").write.format("lance").mode(
+        "append"
+    ).save(table_uri)
+    t = LanceTable.forPath(spark, table_uri)
+    t.update("id < 10", {"val": "'u'"})  # a deletion file the versions reference
+    t.createIndex("id", "BTREE")
+    ds = lance.dataset(table_uri)
+    rows, version = _rows(table_uri), ds.version
+    # What a dead job left: a deletion file newer than the oldest version (pylance's cleanup
+    # does not list it), the files of an index it built, and a temporary still being written
+    # (by a task that outlived its driver), the deletion file and the temporary named by the
+    # job's marker.
+    changed = ds.get_fragment(1).delete_rows([0, 1])
+    assert changed is not None and changed.deletion_file is not None
+    deletion = changed.deletion_file.path(1)
+    (index,) = ds.list_indices()
+    root = Path(table_uri)
+    shutil.copytree(root / "_indices" / index["uuid"], root / "_indices" / str(uuid.uuid4()))
+    temporary = "data/.tmpWriting"
+    (root / temporary).write_bytes(b"partial")
+    job = root / "_lance_spark/staging/dead-job"
+    job.mkdir(parents=True)
+    (job / "_OPEN").touch()
+    (job / "a.json").write_text(json.dumps({"files": [deletion], "temporary": [temporary]}))
+    left = _unreferenced_anywhere(table_uri)
+    indexed = {p for p in left if p.startswith("_indices/")}
+    assert left == {deletion, temporary} | indexed and len(indexed) == 2
+
+    # The temporary is still being written: modified after the vacuum's cutoff.
+    later = time.time() + 3600
+    os.utime(root / temporary, (later, later))
+    done = t.vacuum(0).first()
+    assert sorted(done.unreferenced_files) == sorted(left - {temporary})
+    assert done.deletion_files_removed == 1 and done.index_files_removed == 2
+    assert done.staging_markers_removed == 0  # the temporary it names is still there
+    assert _unreferenced_anywhere(table_uri) == {temporary} and (job / "a.json").exists()
+
+    now = time.time()
+    os.utime(root / temporary, (now, now))
+    dry = t.vacuum(0, dryRun=True).first()
+    assert dry.unreferenced_files == [temporary] and dry.staging_markers_removed == 2
+    done = t.vacuum(0).first()
+    assert done.unreferenced_files == [temporary] and done.staging_markers_removed == 2
+    assert _unreferenced_anywhere(table_uri) == set() and _staging(table_uri) == []
+    assert lance.dataset(table_uri).version == version and _rows(table_uri) == rows
+    assert [i["uuid"] for i in lance.dataset(table_uri).list_indices()] == [index["uuid"]]
+    assert t.toDF().where("id = 42").count() == 1
 
 
 # --- failed jobs --------------------------------------------------------------------------------
