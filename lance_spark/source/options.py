@@ -108,6 +108,9 @@ DEFAULT_MAX_ROWS_PER_GROUP = 1024
 MAX_BYTES_PER_FILE = "max_bytes_per_file"
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 DATA_STORAGE_VERSION = "data_storage_version"
+# Lance file formats a new table can be written in (pylance 14's write_dataset; "stable" is
+# 2.2, "next" 2.3, "legacy" 0.1).
+DATA_STORAGE_VERSIONS = ("2.0", "2.1", "2.2", "2.3", "stable", "next", "legacy", "0.1")
 ENABLE_STABLE_ROW_IDS = "enable_stable_row_ids"
 # `<col>.arrow.fixed-size-list.size`: the option name lance-spark (Java) users know.
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
@@ -478,7 +481,7 @@ def parse_write_options(
         max_rows_per_file=_positive_int(opts, MAX_ROWS_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE),
         max_rows_per_group=_positive_int(opts, MAX_ROWS_PER_GROUP, DEFAULT_MAX_ROWS_PER_GROUP),
         max_bytes_per_file=_positive_int(opts, MAX_BYTES_PER_FILE, DEFAULT_MAX_BYTES_PER_FILE),
-        data_storage_version=_non_empty(opts, DATA_STORAGE_VERSION),
+        data_storage_version=_data_storage_version(opts),
         enable_stable_row_ids=_optional_bool(opts, ENABLE_STABLE_ROW_IDS),
         storage=_storage(opts, session_storage),
         replace_where=replace_where,
@@ -531,6 +534,19 @@ def _replace_where(opts: Mapping[str, str]) -> str | None:
             "example \"day >= DATE '2026-01-01'\""
         )
     return given.strip()
+
+
+def _data_storage_version(opts: Mapping[str, str]) -> str | None:
+    given = opts.get(DATA_STORAGE_VERSION)
+    if given is None:
+        return None
+    value = given.strip().lower()
+    if value not in DATA_STORAGE_VERSIONS:
+        raise InvalidOptionError(
+            f"option {DATA_STORAGE_VERSION}={given!r} is not a Lance file format; valid: "
+            f"{', '.join(DATA_STORAGE_VERSIONS)}"
+        )
+    return value
 
 
 def _txn(opts: Mapping[str, str]) -> tuple[str | None, int | None]:

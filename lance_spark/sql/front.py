@@ -213,6 +213,9 @@ def _create_table(
             "replace with AS SELECT ..., or DROP TABLE and CREATE TABLE"
         )
     location = stmt.location or _writes.default_location(spark, stmt.name)
+    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
+    # Bad OPTIONS fail before the catalog entry is made.
+    options = parse_write_options(stmt.options, session_storage=defaults.storage)
     existed = spark.catalog.tableExists(stmt.name)
     # A managed table's entry is made external at its default location: Spark's own DROP of
     # a managed entry (below) would delete the Lance table written there.
@@ -221,8 +224,6 @@ def _create_table(
         return result  # IF NOT EXISTS on an existing table: Spark did nothing, nor do we
     schema = spark.table(stmt.name).schema
     uri = _normalise_uri(location)
-    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
-    options = parse_write_options(stmt.options, session_storage=defaults.storage)
     if stmt.location is None and dataset.table_exists(uri, storage=options.storage):
         run(f"DROP TABLE {stmt.name}")
         raise TableAlreadyExistsError(

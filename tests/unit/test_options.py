@@ -142,6 +142,8 @@ def test_write_options() -> None:
         ({"max_rows_per_file": "many"}, "not a whole number"),
         ({"v.arrow.fixed-size-list.size": "0"}, "fixed-size-list.size"),
         ({"version": "3"}, "'version' is a read option"),
+        ({"data_storage_version": "V2_1"}, r"'V2_1' is not a Lance file format; valid: 2\.0, "),
+        ({"data_storage_version": "9.9"}, "valid: 2.0, 2.1, 2.2, 2.3, stable, next, legacy, 0.1"),
     ],
 )
 def test_bad_write_options(options: dict[str, str], fragment: str) -> None:
