@@ -45,7 +45,7 @@ from lance_spark.sql.targets import parse_sql
 from lance_spark.table import writes as _writes
 from lance_spark.table.catalog import create_entry
 from lance_spark.table.context import TableContext
-from lance_spark.table.schema import set_properties
+from lance_spark.table.schema import check_property_keys, set_properties
 
 _MARKER = "_lance_spark_sql_installed"
 _REPLACE_TABLE = re.compile(r"\s*REPLACE\s+TABLE\s", re.I)
@@ -199,6 +199,7 @@ def _create_table_as(
 def _create_table(
     spark: SparkSession, run: Callable[..., DataFrame], text: str, stmt: CreateTable
 ) -> DataFrame:
+    check_property_keys(stmt.properties)  # before anything is created
     if stmt.query is not None:
         return _create_table_as(spark, run, text, stmt, stmt.query)
     if not stmt.columns:
