@@ -90,6 +90,33 @@ def commit(
     return int(ds.version)
 
 
+def create_empty(
+    uri: str,
+    schema: pa.Schema,
+    *,
+    overwrite: bool,
+    info: CommitInfo,
+    storage: Mapping[str, str],
+    data_storage_version: str,
+    enable_stable_row_ids: bool,
+) -> int:
+    """Create (``overwrite``: re-create) the table at ``uri`` with no rows, in Lance's file
+    format ``data_storage_version``; returns the new version. A commit of an ``Overwrite``
+    without fragments cannot carry the format (Lance takes its default), ``write_dataset``
+    can."""
+    ds = lance.write_dataset(
+        schema.empty_table(),
+        uri,
+        schema=schema,
+        mode="overwrite" if overwrite else "create",
+        data_storage_version=data_storage_version,  # type: ignore[arg-type]
+        enable_stable_row_ids=enable_stable_row_ids,
+        transaction_properties=info.properties(),
+        storage_options=dict(storage) or None,
+    )
+    return int(ds.version)
+
+
 def append_op(fragments: Sequence[FragmentMetadata]) -> lance.LanceOperation.BaseOperation:
     return lance.LanceOperation.Append(list(fragments))
 

@@ -108,6 +108,9 @@ DEFAULT_MAX_ROWS_PER_GROUP = 1024
 MAX_BYTES_PER_FILE = "max_bytes_per_file"
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 DATA_STORAGE_VERSION = "data_storage_version"
+# Lance file formats a new table can be written in (pylance 14's write_dataset; "stable" is
+# 2.2, "next" 2.3, "legacy" 0.1).
+DATA_STORAGE_VERSIONS = ("2.0", "2.1", "2.2", "2.3", "stable", "next", "legacy", "0.1")
 ENABLE_STABLE_ROW_IDS = "enable_stable_row_ids"
 # `<col>.arrow.fixed-size-list.size`: the option name lance-spark (Java) users know.
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
@@ -478,7 +481,7 @@ def parse_write_options(
         max_rows_per_file=_positive_int(opts, MAX_ROWS_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE),
         max_rows_per_group=_positive_int(opts, MAX_ROWS_PER_GROUP, DEFAULT_MAX_ROWS_PER_GROUP),
         max_bytes_per_file=_positive_int(opts, MAX_BYTES_PER_FILE, DEFAULT_MAX_BYTES_PER_FILE),
-        data_storage_version=_non_empty(opts, DATA_STORAGE_VERSION),
+        data_storage_version=_data_storage_version(opts),
         enable_stable_row_ids=_optional_bool(opts, ENABLE_STABLE_ROW_IDS),
         storage=_storage(opts, session_storage),
         replace_where=replace_where,
@@ -531,6 +534,19 @@ def _replace_where(opts: Mapping[str, str]) -> str | None:
             "example \"day >= DATE '2026-01-01'\""
         )
     return given.strip()
+
+
+def _data_storage_version(opts: Mapping[str, str]) -> str | None:
+    given = opts.get(DATA_STORAGE_VERSION)
+    if given is None:
+        return None
+    value = given.strip().lower()
+    if value not in DATA_STORAGE_VERSIONS:
+        raise InvalidOptionError(
+            f"option {DATA_STORAGE_VERSION}={given!r} is not a Lance file format; valid: "
+            f"{', '.join(DATA_STORAGE_VERSIONS)}"
+        )
+    return value
 
 
 def _txn(opts: Mapping[str, str]) -> tuple[str | None, int | None]:
@@ -883,3 +899,130 @@ def secret_storage_keys(storage: Mapping[str, str]) -> list[str]:
         if named or _URL_WITH_PASSWORD.search(str(value)):
             found.append(key)
     return sorted(found)
+
+
+# --- index parameters (LanceTable.createIndex, CREATE INDEX ... WITH (...)) ---------------------
+
+
+@dataclass(frozen=True)
+class IndexParam:
+    """A parameter of an index type: ``kind`` is "int", "bool", "str" or "choice" (one of
+    ``choices``, compared ignoring case); ``keyword`` is pylance's name when it differs."""
+
+    name: str
+    kind: str
+    choices: tuple[str, ...] = ()
+    keyword: str | None = None
+
+
+_INDEX_REPLACE = IndexParam("replace", "bool")
+_METRICS = ("l2", "euclidean", "cosine", "dot", "hamming")
+# Lance's (Rust, Java) name and pylance's name of the vector distance.
+_IVF = (
+    IndexParam("distance_type", "choice", _METRICS, keyword="metric"),
+    IndexParam("metric", "choice", _METRICS),
+    IndexParam("num_partitions", "int"),
+    IndexParam("target_partition_size", "int"),
+    _INDEX_REPLACE,
+)
+_PQ = (IndexParam("num_sub_vectors", "int"), IndexParam("num_bits", "int"))
+_SQ = (IndexParam("num_bits", "int"),)
+_HNSW = (
+    IndexParam("m", "int"),
+    IndexParam("ef_construction", "int"),
+    IndexParam("max_level", "int"),
+)
+_INVERTED = (
+    IndexParam("with_position", "bool"),
+    IndexParam(
+        "base_tokenizer", "choice", ("simple", "whitespace", "raw", "ngram", "icu", "icu/split")
+    ),
+    IndexParam("language", "str"),
+    IndexParam("max_token_length", "int"),
+    IndexParam("lower_case", "bool"),
+    IndexParam("stem", "bool"),
+    IndexParam("remove_stop_words", "bool"),
+    IndexParam("ascii_folding", "bool"),
+    IndexParam("block_size", "int"),
+    IndexParam("memory_limit", "int"),
+    IndexParam("num_workers", "int"),
+    _INDEX_REPLACE,
+)
+# Every index type the connector builds, with the parameters it takes (pylance 14's).
+INDEX_PARAMETERS: dict[str, tuple[IndexParam, ...]] = {
+    "BTREE": (_INDEX_REPLACE,),
+    "BITMAP": (_INDEX_REPLACE,),
+    "LABEL_LIST": (_INDEX_REPLACE,),
+    "INVERTED": _INVERTED,
+    "ZONEMAP": (_INDEX_REPLACE,),
+    "NGRAM": (_INDEX_REPLACE,),
+    "IVF_FLAT": _IVF,
+    "IVF_PQ": _IVF + _PQ,
+    "IVF_SQ": _IVF + _SQ,
+    "IVF_HNSW_PQ": _IVF + _PQ + _HNSW,
+    "IVF_HNSW_SQ": _IVF + _SQ + _HNSW,
+}
+
+
+def parse_index_params(index_type: str, params: Mapping[str, object]) -> dict[str, object]:
+    """``params`` of an ``index_type`` index (a key of :data:`INDEX_PARAMETERS`) checked and
+    converted to pylance's keywords and types: an unknown or inapplicable parameter, or a
+    value of the wrong kind, is an :class:`InvalidOptionError` naming it, the index type and
+    the valid parameters. Booleans may be given as true / false strings, whole numbers as
+    strings of digits.
+
+    Example::
+
+        parse_index_params("IVF_PQ", {"distance_type": "cosine", "num_sub_vectors": "4"})
+        # {'metric': 'cosine', 'num_sub_vectors': 4}
+    """
+    valid = {p.name: p for p in INDEX_PARAMETERS[index_type]}
+    out: dict[str, object] = {}
+    given: dict[str, str] = {}  # pylance keyword -> the parameter that set it
+    for key, value in params.items():
+        lowered = str(key).lower()
+        param = valid.get(lowered)
+        if param is None:
+            others = [t for t, ps in INDEX_PARAMETERS.items() if any(p.name == lowered for p in ps)]
+            hint = f" (it is a parameter of {', '.join(others)})" if others else ""
+            raise InvalidOptionError(
+                f"index parameter {key!r} does not apply to index type {index_type}{hint}; "
+                f"valid parameters for {index_type}: {', '.join(valid)}"
+            )
+        keyword = param.keyword or param.name
+        if keyword in given:
+            raise InvalidOptionError(
+                f"index parameters {given[keyword]!r} and {key!r} (index type {index_type}) "
+                "set the same thing; give one of them"
+            )
+        given[keyword] = str(key)
+        out[keyword] = _index_value(index_type, param, value)
+    return out
+
+
+def _index_value(index_type: str, param: IndexParam, value: object) -> object:
+    def bad(expected: str) -> InvalidOptionError:
+        return InvalidOptionError(
+            f"index parameter {param.name}={value!r} (index type {index_type}) must be {expected}"
+        )
+
+    text = value.strip().lower() if isinstance(value, str) else None
+    if param.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if text in ("true", "false"):
+            return text == "true"
+        raise bad("true or false")
+    if param.kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if text is not None and text.isdigit():
+            return int(text)
+        raise bad("a whole number")
+    if not isinstance(value, str) or not value.strip():
+        raise bad("a string" if param.kind == "str" else f"one of {', '.join(param.choices)}")
+    if param.kind == "choice":
+        if text not in param.choices:
+            raise bad(f"one of {', '.join(param.choices)}")
+        return text
+    return value

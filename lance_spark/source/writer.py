@@ -232,6 +232,17 @@ class LanceWriter(DataSourceArrowWriter):
                 app_id=self.app_id,
                 txn=txn,
             )
+            version_format = self.options.data_storage_version
+            if not fragments and self._creates() and version_format is not None:
+                return _commit.create_empty(
+                    self.uri,
+                    self.target,
+                    overwrite=self.read_version is not None,
+                    info=info,
+                    storage=self.options.storage,
+                    data_storage_version=version_format,
+                    enable_stable_row_ids=self._stable_row_ids(),
+                )
             return _commit.commit(
                 self.uri,
                 op,

@@ -176,7 +176,10 @@ _GRAMMAR = {
     ),
     "DROP BRANCH": "ALTER TABLE table DROP BRANCH [IF EXISTS] name",
     "SHOW BRANCHES": "SHOW BRANCHES {IN | FROM} {table | 'path'}",
-    "CREATE INDEX": "CREATE INDEX name ON table (column) [USING type] [WITH (key = value, ...)]",
+    "CREATE INDEX": (
+        "CREATE INDEX name ON table (column) [USING type] [WITH (key = value, ...)], "
+        "a value being a number, a quoted string, true or false"
+    ),
     "RENAME COLUMN": "ALTER TABLE table RENAME COLUMN column TO name",
     "DROP COLUMNS": "ALTER TABLE table DROP {COLUMN | COLUMNS} [IF EXISTS] {column | (column, ...)}",
     "ALTER COLUMN": "ALTER TABLE table {ALTER | CHANGE} [COLUMN] column {TYPE type | COMMENT 'text'}",
@@ -414,8 +417,14 @@ def _create_index(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
             if token is not None and token.token_type == TokenType.NUMBER:
                 value = cursor.number(statement, "a value")
                 params[key] = int(value) if value.is_integer() else value
-            else:
+            elif cursor.accept("TRUE") or cursor.accept("FALSE"):
+                params[key] = cursor.tokens[cursor.pos - 1].text.upper() == "TRUE"
+            elif token is not None and token.token_type == TokenType.STRING:
                 params[key] = cursor.string(statement, "a value")
+            else:
+                raise cursor.error(
+                    "expected a value (a number, a quoted string, true or false)", statement
+                )
             if not cursor.accept(","):
                 break
         cursor.expect(")", statement=statement)

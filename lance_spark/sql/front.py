@@ -45,7 +45,7 @@ from lance_spark.sql.targets import parse_sql
 from lance_spark.table import writes as _writes
 from lance_spark.table.catalog import create_entry
 from lance_spark.table.context import TableContext
-from lance_spark.table.schema import set_properties
+from lance_spark.table.schema import check_property_keys, set_properties
 
 _MARKER = "_lance_spark_sql_installed"
 _REPLACE_TABLE = re.compile(r"\s*REPLACE\s+TABLE\s", re.I)
@@ -199,6 +199,7 @@ def _create_table_as(
 def _create_table(
     spark: SparkSession, run: Callable[..., DataFrame], text: str, stmt: CreateTable
 ) -> DataFrame:
+    check_property_keys(stmt.properties)  # before anything is created
     if stmt.query is not None:
         return _create_table_as(spark, run, text, stmt, stmt.query)
     if not stmt.columns:
@@ -213,6 +214,9 @@ def _create_table(
             "replace with AS SELECT ..., or DROP TABLE and CREATE TABLE"
         )
     location = stmt.location or _writes.default_location(spark, stmt.name)
+    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
+    # Bad OPTIONS fail before the catalog entry is made.
+    options = parse_write_options(stmt.options, session_storage=defaults.storage)
     existed = spark.catalog.tableExists(stmt.name)
     # A managed table's entry is made external at its default location: Spark's own DROP of
     # a managed entry (below) would delete the Lance table written there.
@@ -221,8 +225,6 @@ def _create_table(
         return result  # IF NOT EXISTS on an existing table: Spark did nothing, nor do we
     schema = spark.table(stmt.name).schema
     uri = _normalise_uri(location)
-    defaults: SessionDefaults = getattr(spark, DEFAULTS_ATTR)
-    options = parse_write_options(stmt.options, session_storage=defaults.storage)
     if stmt.location is None and dataset.table_exists(uri, storage=options.storage):
         run(f"DROP TABLE {stmt.name}")
         raise TableAlreadyExistsError(

@@ -6,13 +6,16 @@ Anything else is not ours."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 import sqlglot
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from sqlglot import TokenType
 from sqlglot import expressions as exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.parsers.spark import SparkParser
 
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import MAIN_BRANCH
@@ -23,9 +26,54 @@ if TYPE_CHECKING:  # table imports the engine, which imports the SQL front
 
 _SQLGLOT_LOG = logging.getLogger("sqlglot")
 
+# Keywords that Spark's parser takes as names wherever a name may stand (they are not
+# reserved in Spark's default mode, spark.sql.ansi.enforceReservedKeywords=false) but that
+# sqlglot's Spark dialect does not: a column named ``values`` or ``insert`` works unquoted, as
+# in Spark. The keywords that structure a query or an expression (SELECT, FROM, WHERE, AND,
+# CASE, JOIN, ...) stay keywords here: sqlglot cannot tell them from names, so such a column
+# needs backticks in the statements the front runs.
+NAME_KEYWORDS = frozenset(
+    {
+        TokenType.VALUES,
+        TokenType.ALTER,
+        TokenType.CREATE,
+        TokenType.DROP,
+        TokenType.INSERT,
+        TokenType.GRANT,
+        TokenType.REVOKE,
+        TokenType.ROLLBACK,
+        TokenType.UNCACHE,
+        TokenType.SERDE_PROPERTIES,
+    }
+)
+
+
+class LanceSpark(Spark):
+    """sqlglot's Spark dialect, with :data:`NAME_KEYWORDS` read as names."""
+
+    class Parser(SparkParser):
+        ID_VAR_TOKENS = SparkParser.ID_VAR_TOKENS | NAME_KEYWORDS
+
+        def _parse_id_var(
+            self, any_token: bool = True, tokens: Collection[TokenType] | None = None
+        ) -> exp.Expr | None:
+            # VALUES followed by "(" starts a list of rows (INSERT ... VALUES (...), an
+            # inline table), which a column named values never is.
+            following = self._next
+            if (
+                self._curr is not None
+                and self._curr.token_type == TokenType.VALUES
+                and following is not None
+                and following.token_type == TokenType.L_PAREN
+            ):
+                return None
+            found: exp.Expr | None = super()._parse_id_var(any_token, tokens)
+            return found
+
 
 def parse_sql(text: str) -> exp.Expr:
-    """``text`` parsed with sqlglot's Spark dialect (raises sqlglot's ParseError).
+    """``text`` parsed with sqlglot's Spark dialect, keywords that Spark reads as names read
+    as names (:class:`LanceSpark`; raises sqlglot's ParseError).
 
     sqlglot logs a warning for every statement it can only keep as a raw command (VACUUM,
     OPTIMIZE, ...); every ``spark.sql`` call passes through here, so those are silenced.
@@ -33,7 +81,7 @@ def parse_sql(text: str) -> exp.Expr:
     level = _SQLGLOT_LOG.level
     _SQLGLOT_LOG.setLevel(logging.ERROR)
     try:
-        return sqlglot.parse_one(text, read="spark")
+        return sqlglot.parse_one(text, read=LanceSpark)
     finally:
         _SQLGLOT_LOG.setLevel(level)
 

@@ -29,7 +29,7 @@ from lance_spark.source import staging
 from lance_spark.source.compaction import COMPACTION_METRICS
 from lance_spark.source.dataset import branch_uri, open_latest
 from lance_spark.source.jobs import StagedJob, TaskResult
-from lance_spark.source.options import AutoCompact
+from lance_spark.source.options import AutoCompact, parse_index_params
 from lance_spark.table import jobs as _jobs
 from lance_spark.table.context import TableContext
 
@@ -249,6 +249,7 @@ def create_index(
             f"unknown index type {index_type!r}; valid index types: "
             f"{', '.join(SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES)}"
         )
+    keywords: dict[str, Any] = parse_index_params(kind, params)
     ds = table.open()
     if column not in ds.schema.names:
         raise ColumnNotFoundError(
@@ -256,7 +257,7 @@ def create_index(
             f"columns: {', '.join(ds.schema.names)}"
         )
     if kind in SCALAR_INDEX_TYPES:
-        ds.create_scalar_index(column, cast(Any, kind), name=name, **params)
+        ds.create_scalar_index(column, cast(Any, kind), name=name, **keywords)
         return
     col_type = ds.schema.field(column).type
     if not pa.types.is_fixed_size_list(col_type):
@@ -265,7 +266,7 @@ def create_index(
             f"{kind} index needs (write vectors with option "
             f"'{column}.arrow.fixed-size-list.size')"
         )
-    ds.create_index(column, kind, name=name, **params)
+    ds.create_index(column, kind, name=name, **keywords)
 
 
 def list_indices(table: TableContext) -> DataFrame:

@@ -18,9 +18,15 @@ from pyspark.sql.types import DataType
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, SchemaMismatchError
 from lance_spark.source import types as _types
+from lance_spark.source.options import DATA_STORAGE_VERSION, ENABLE_STABLE_ROW_IDS
 from lance_spark.table.catalog import RESERVED_PROPERTIES
 from lance_spark.table.context import TableContext
 
+# Write options that only a table's creation can choose, and what they choose.
+CREATION_OPTIONS = {
+    ENABLE_STABLE_ROW_IDS: "whether its rows have stable row ids",
+    DATA_STORAGE_VERSION: "its file format version",
+}
 COMMENT_KEY = "comment"  # Lance field metadata holding a column's comment (Spark's name)
 # Widening casts Lance applies and that lose no value (Delta's type widening, where Lance
 # supports it): integers to wider integers, float to double.
@@ -114,25 +120,31 @@ def set_properties(table: TableContext, properties: Mapping[str, str]) -> None:
 
 
 def check_property_keys(keys: Iterable[str]) -> None:
-    """Reject table property keys Spark's catalog reserves (:class:`InvalidOptionError`)."""
+    """Reject table property keys Spark's catalog reserves, and the write options Lance fixes
+    when it creates a table (a property of that name would be stored and do nothing)
+    (:class:`InvalidOptionError`)."""
     reserved = sorted(str(k) for k in keys if str(k).lower() in RESERVED_PROPERTIES)
     if reserved:
         raise InvalidOptionError(
             f"table property {reserved[0]!r} is reserved by Spark's catalog (reserved: "
             f"{', '.join(sorted(RESERVED_PROPERTIES))}); choose another key"
         )
+    fixed = sorted(str(k) for k in keys if str(k).lower() in CREATION_OPTIONS)
+    if fixed:
+        key = fixed[0].lower()
+        raise InvalidOptionError(
+            f"table property {fixed[0]!r} cannot be set: Lance chooses {CREATION_OPTIONS[key]} "
+            "when it creates a table, and a table keeps it. Give the write option "
+            f"{key} to the write that creates the table: CREATE TABLE ... USING lance "
+            f"OPTIONS ('{key}' = ...), or .option('{key}', ...)"
+        )
 
 
 def unset_properties(table: TableContext, keys: Sequence[str], *, if_exists: bool = False) -> None:
-    """Remove table properties; a key that is not set is an error unless ``if_exists``."""
+    """Remove table properties; a key that is not set is ignored, with or without
+    ``if_exists`` (IF EXISTS), as Spark 4 does."""
     ds = table.open()
     current = ds.config()
-    missing = [k for k in keys if k not in current]
-    if missing and not if_exists:
-        raise InvalidOptionError(
-            f"table property {missing[0]!r} is not set on the Lance table at {table.uri!r}; "
-            f"properties: {', '.join(sorted(current)) or 'none'}"
-        )
     present = [k for k in keys if k in current]
     if present:
         ds.delete_config_keys(present)

@@ -231,6 +231,7 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
     name = req.table or ""
     properties = dict(req.properties)
     location = properties.pop("location", None)
+    _schema.check_property_keys(properties)  # before anything is written
     storage = _storage(req.spark, req.options)
     if req.call == "create" and target is not None:
         raise TableAlreadyExistsError(

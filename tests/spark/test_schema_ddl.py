@@ -7,6 +7,7 @@ catalog columns)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import lance
 import pyarrow as pa
@@ -144,12 +145,48 @@ def test_table_properties_live_in_lance_and_the_catalog(
     spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('quality')")
     assert lance.dataset(uri).config() == {"team": "ml"}
     assert shown() == {"team": "ml"}
-    with pytest.raises(InvalidOptionError, match="'quality' is not set"):
-        spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('quality')")
-    spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ('quality')")
+    # A key that is not set is ignored, with or without IF EXISTS, as Spark 4 does.
+    version = lance.dataset(uri).version
+    spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('quality')")
+    spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ('quality', 'nope')")
+    assert lance.dataset(uri).version == version
+    spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('nope', 'team')")
+    assert lance.dataset(uri).config() == {}
+    assert shown() == {}
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('team' = 'ml')")
     with pytest.raises(InvalidOptionError, match="'owner' is reserved"):
         spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('owner' = 'me')")
     assert lance.dataset(uri).config() == {"team": "ml"}
+
+
+def test_creation_options_are_not_table_properties(
+    spark: SparkSession, pets: tuple[str, str], tmp_path: Path
+) -> None:
+    name, uri = pets
+    version = lance.dataset(uri).version
+    for key, value in (("enable_stable_row_ids", "false"), ("data_storage_version", "2.1")):
+        for target in (name, f"lance.`{uri}`"):
+            with pytest.raises(
+                InvalidOptionError,
+                match=rf"table property '{key}' cannot be set: Lance chooses .* when it creates "
+                rf"a table, and a table keeps it\. Give the write option {key} to the write "
+                rf"that creates the table: CREATE TABLE \.\.\. USING lance OPTIONS",
+            ):
+                spark.sql(
+                    f"ALTER TABLE {target} SET TBLPROPERTIES ('team' = 'x', '{key}' = '{value}')"
+                )
+    assert lance.dataset(uri).version == version
+    assert lance.dataset(uri).config() == {}
+    # Nor at creation: refused before anything is created.
+    other = str(tmp_path / "other.lance")
+    spark.sql("DROP TABLE IF EXISTS ddl_stable_ids")
+    with pytest.raises(InvalidOptionError, match="'ENABLE_STABLE_ROW_IDS' cannot be set"):
+        spark.sql(
+            f"CREATE TABLE ddl_stable_ids (id BIGINT) USING lance LOCATION '{other}' "
+            "TBLPROPERTIES ('ENABLE_STABLE_ROW_IDS' = 'false')"
+        )
+    assert not spark.catalog.tableExists("ddl_stable_ids")
+    assert not Path(other).exists()
 
 
 @pytest.mark.parametrize(

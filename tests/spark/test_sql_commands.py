@@ -277,6 +277,126 @@ def test_create_index(spark: SparkSession, pets: str) -> None:
     assert spark.sql("SELECT label FROM pets WHERE id = 12").first().label == "v12"
 
 
+def _index_stats(uri: str, name: str) -> dict[str, object]:
+    segment = lance.dataset(uri).stats.index_stats(name)["indices"][0]
+    assert isinstance(segment, dict)
+    return segment
+
+
+@pytest.fixture
+def vectors(spark: SparkSession, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Catalog table ``vecs`` (and its path): 64 rows of id, note, vec (4 floats)."""
+    uri = str(tmp_path / "vecs.lance")
+    spark.range(64).selectExpr(
+        "id",
+        "concat('note ', id) AS note",
+        "array(cast(id AS float), cast(id % 7 AS float), 1.0f, cast(id % 3 AS float)) AS vec",
+    ).write.format("lance").option("vec.arrow.fixed-size-list.size", "4").save(uri)
+    spark.sql("DROP TABLE IF EXISTS vecs")
+    spark.sql(f"CREATE TABLE vecs USING lance LOCATION '{uri}'")
+    yield "vecs", uri
+    spark.sql("DROP TABLE IF EXISTS vecs")
+
+
+@pytest.mark.parametrize("by_name", [True, False], ids=["catalog", "path"])
+def test_create_index_parameters_are_honoured(
+    spark: SparkSession, vectors: tuple[str, str], by_name: bool
+) -> None:
+    name, uri = vectors
+    target = name if by_name else f"lance.`{uri}`"
+    spark.sql(
+        f"CREATE INDEX v_cos ON {target} (vec) USING ivf_flat "
+        "WITH (distance_type = 'cosine', num_partitions = 2)"
+    )
+    assert _index_stats(uri, "v_cos")["metric_type"] == "cosine"
+    spark.sql(f"CREATE INDEX n_pos ON {target} (note) USING INVERTED WITH (with_position = true)")
+    spark.sql(
+        f"CREATE INDEX n_nopos ON {target} (note) USING INVERTED "
+        "WITH (WITH_POSITION = 'False', stem = FALSE)"
+    )
+    assert _index_stats(uri, "n_pos")["params"]["with_position"] is True  # type: ignore[index]
+    nopos = _index_stats(uri, "n_nopos")["params"]
+    assert (nopos["with_position"], nopos["stem"]) == (False, False)  # type: ignore[index]
+    table = LanceTable.forName(spark, name) if by_name else LanceTable.forPath(spark, uri)
+    table.createIndex(
+        "vec", "IVF_HNSW_SQ", name="v_dot", metric="DOT", num_partitions=2, m=8, replace="true"
+    )
+    hnsw = _index_stats(uri, "v_dot")
+    assert hnsw["metric_type"] == "dot"
+    assert hnsw["sub_index"]["params"]["m"] == 8  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        (
+            "CREATE INDEX i ON {t} (vec) USING IVF_FLAT WITH (num_partitions = 2, num_sub_vectors = 2)",
+            r"index parameter 'num_sub_vectors' does not apply to index type IVF_FLAT \(it is a "
+            r"parameter of IVF_PQ, IVF_HNSW_PQ\); valid parameters for IVF_FLAT: distance_type, "
+            r"metric, num_partitions, target_partition_size, replace",
+        ),
+        (
+            "CREATE INDEX i ON {t} (vec) USING IVF_PQ WITH (num_sub_vectors = 2, m = 16)",
+            "'m' does not apply to index type IVF_PQ .* valid parameters for IVF_PQ: distance_type",
+        ),
+        (
+            "CREATE INDEX i ON {t} (id) USING BTREE WITH (ef_construction = 16)",
+            "'ef_construction' does not apply to index type BTREE .* for BTREE: replace",
+        ),
+        (
+            "CREATE INDEX i ON {t} (vec) USING IVF_FLAT WITH (distance_type = 'manhattan')",
+            "distance_type='manhattan' .* must be one of l2, euclidean, cosine, dot, hamming",
+        ),
+        (
+            "CREATE INDEX i ON {t} (note) USING INVERTED WITH (with_position = 'yes')",
+            "with_position='yes' .* must be true or false",
+        ),
+    ],
+)
+def test_create_index_refuses_what_does_not_apply(
+    spark: SparkSession, vectors: tuple[str, str], statement: str, message: str
+) -> None:
+    name, uri = vectors
+    version = lance.dataset(uri).version
+    for target in (name, f"lance.`{uri}`"):
+        with pytest.raises(InvalidOptionError, match=message):
+            spark.sql(statement.format(t=target))
+    with pytest.raises(InvalidOptionError, match="'num_sub_vectors' does not apply"):
+        LanceTable.forName(spark, name).createIndex("vec", "IVF_FLAT", num_sub_vectors=2)
+    assert lance.dataset(uri).version == version
+    assert lance.dataset(uri).describe_indices() == []
+
+
+def test_create_table_with_columns_and_no_rows_keeps_data_storage_version(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "v21.lance")
+    spark.sql("DROP TABLE IF EXISTS v21")
+    spark.sql(
+        f"CREATE TABLE v21 (id BIGINT, label STRING) USING lance LOCATION '{uri}' "
+        "OPTIONS (data_storage_version = '2.1')"
+    )
+    try:
+        ds = lance.dataset(uri)
+        assert (ds.data_storage_version, ds.count_rows(), ds.schema.names) == (
+            "2.1",
+            0,
+            ["id", "label"],
+        )
+        spark.sql("INSERT INTO v21 VALUES (1, 'a')")
+        assert lance.dataset(uri).data_storage_version == "2.1"
+        assert [tuple(r) for r in spark.table("v21").collect()] == [(1, "a")]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS v21")
+    with pytest.raises(InvalidOptionError, match="'V2' is not a Lance file format"):
+        spark.sql(
+            f"CREATE TABLE v21 (id BIGINT) USING lance LOCATION '{tmp_path}/bad.lance' "
+            "OPTIONS (data_storage_version = 'V2')"
+        )
+    assert not spark.catalog.tableExists("v21")
+    assert not (tmp_path / "bad.lance").exists()
+
+
 def test_create_table_as_select(spark: SparkSession, tmp_path: Path) -> None:
     uri = str(tmp_path / "ctas.lance")
     spark.sql("DROP TABLE IF EXISTS ctas")

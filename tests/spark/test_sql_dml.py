@@ -356,6 +356,63 @@ def test_delete_forms(spark: SparkSession, table_uri: str, view: Callable[..., s
     ] * 3
 
 
+# Columns named by keywords that Spark's parser takes as names unquoted.
+KEYWORD_COLUMNS = ("values", "key", "value", "date", "timestamp", "comment", "data", "format")
+
+
+@pytest.mark.parametrize("by_name", [False, True], ids=["path", "catalog"])
+def test_keyword_column_names_unquoted(
+    spark: SparkSession,
+    table_uri: str,
+    view: Callable[..., str],
+    catalog_table: Callable[[str], str],
+    by_name: bool,
+) -> None:
+    schema = "id long, " + ", ".join(f"`{c}` int" for c in KEYWORD_COLUMNS)
+    width = len(KEYWORD_COLUMNS)
+    rows = [(i, *(10 * i + k for k in range(width))) for i in (1, 2, 3)]
+    spark.createDataFrame(rows, schema).write.format("lance").save(table_uri)
+    t = catalog_table(table_uri) if by_name else f"lance.`{table_uri}`"
+    v0 = _version(table_uri)
+    expected = {r[0]: list(r) for r in rows}
+
+    def check() -> None:
+        assert sorted(table_rows(table_uri)) == sorted(tuple(r) for r in expected.values())
+
+    sets = ", ".join(f"{c} = {c} + 100" for c in KEYWORD_COLUMNS)
+    where = " AND ".join(f"{c} >= 20" for c in KEYWORD_COLUMNS)
+    assert _one(spark.sql(f"UPDATE {t} SET {sets} WHERE {where}")) == (2,)
+    for i in (2, 3):
+        expected[i][1:] = [v + 100 for v in expected[i][1:]]
+    check()
+
+    src = view(spark.createDataFrame([(3, *range(width)), (9, *range(width))], schema))
+    cols = ", ".join(KEYWORD_COLUMNS)
+    merged = spark.sql(
+        f"MERGE INTO {t} tt USING {src} s "
+        "ON tt.id = s.id AND tt.values > s.values "
+        "WHEN MATCHED AND tt.date >= 0 AND s.key = 1 "
+        f"THEN UPDATE SET {', '.join(f'{c} = s.{c} - tt.{c}' for c in KEYWORD_COLUMNS)} "
+        f"WHEN NOT MATCHED THEN INSERT (id, {cols}) VALUES (s.id, "
+        + ", ".join(f"s.{c} + 1" for c in KEYWORD_COLUMNS)
+        + ")"
+    )
+    assert _one(merged) == (2, 1, 0, 1)
+    expected[3][1:] = [k - v for k, v in zip(range(width), expected[3][1:], strict=True)]
+    expected[9] = [9, *(k + 1 for k in range(width))]
+    check()
+
+    assert _one(spark.sql(f"DELETE FROM {t} WHERE values = 1 OR format = 17")) == (2,)
+    del expected[9], expected[1]
+    check()
+    assert _version(table_uri) == v0 + 3
+    assert [r.operation for r in LanceTable.forPath(spark, table_uri).history(3).collect()] == [
+        "DELETE",
+        "MERGE",
+        "UPDATE",
+    ]
+
+
 # --- (5) statements Spark keeps -----------------------------------------------------------------------
 
 

@@ -241,6 +241,30 @@ def test_lance_writer_settings_pass_through_on_create(spark: SparkSession, table
     assert lance.dataset(table_uri).data_storage_version == "2.1"
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+def test_data_storage_version_of_a_table_created_with_no_rows(
+    spark: SparkSession, table_uri: str, version: str
+) -> None:
+    empty = _frame(spark, n=0, parts=2)
+    empty.write.format("lance").option("data_storage_version", version).mode("append").save(
+        table_uri
+    )
+    ds = lance.dataset(table_uri)
+    assert (ds.data_storage_version, ds.count_rows(), ds.version) == (version, 0, 1)
+    assert ds.schema.names == ["id", "label", "v"]
+    history = lance_spark.LanceTable.forPath(spark, table_uri).history().collect()
+    assert [r.operation for r in history] == ["CREATE TABLE"]
+    # Rows written later keep the table's format; an overwrite with no rows re-creates it
+    # in the given one.
+    _frame(spark, n=10, parts=1).write.format("lance").mode("append").save(table_uri)
+    assert lance.dataset(table_uri).data_storage_version == version
+    empty.write.format("lance").mode("overwrite").option("data_storage_version", "2.2").save(
+        table_uri
+    )
+    ds = lance.dataset(table_uri)
+    assert (ds.data_storage_version, ds.count_rows(), ds.version) == ("2.2", 0, 3)
+
+
 def test_created_tables_have_stable_row_ids_by_default(spark: SparkSession, table_uri: str) -> None:
     _frame(spark, n=10, parts=2).write.format("lance").mode("append").save(table_uri)
     _frame(spark, n=10, parts=2).write.format("lance").mode("append").save(table_uri)

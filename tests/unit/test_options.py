@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from lance_spark.errors import InvalidOptionError
 from lance_spark.source.options import (
     CHANGE_FEED_KEYS,
+    INDEX_PARAMETERS,
     READ_KEYS,
     STREAM_READ_KEYS,
     STREAM_WRITE_KEYS,
@@ -20,6 +21,7 @@ from lance_spark.source.options import (
     check_plain_names,
     decode_names,
     encode_names,
+    parse_index_params,
     parse_read_options,
     parse_stream_read_options,
     parse_timestamp,
@@ -142,6 +144,8 @@ def test_write_options() -> None:
         ({"max_rows_per_file": "many"}, "not a whole number"),
         ({"v.arrow.fixed-size-list.size": "0"}, "fixed-size-list.size"),
         ({"version": "3"}, "'version' is a read option"),
+        ({"data_storage_version": "V2_1"}, r"'V2_1' is not a Lance file format; valid: 2\.0, "),
+        ({"data_storage_version": "9.9"}, "valid: 2.0, 2.1, 2.2, 2.3, stable, next, legacy, 0.1"),
     ],
 )
 def test_bad_write_options(options: dict[str, str], fragment: str) -> None:
@@ -316,3 +320,87 @@ def test_a_plain_list_that_could_mean_an_odd_column_is_an_error_naming_it(
 def test_a_plain_list_of_ordinary_names_passes_next_to_odd_columns() -> None:
     check_plain_names("id, a", ["id", "a", "b", "a,b", " lead"])
     check_plain_names("b,a", ["id", "a", "b", "a,b"])  # not "a,b" in that order
+
+
+# --- index parameters ----------------------------------------------------------------------------
+
+
+def test_index_types_are_the_maintenance_ones() -> None:
+    from lance_spark.table.maintenance import SCALAR_INDEX_TYPES, VECTOR_INDEX_TYPES
+
+    assert sorted(INDEX_PARAMETERS) == sorted(SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES)
+
+
+@pytest.mark.parametrize(
+    ("index_type", "params", "expected"),
+    [
+        ("BTREE", {}, {}),
+        ("IVF_FLAT", {"distance_type": "Cosine"}, {"metric": "cosine"}),
+        (
+            "IVF_FLAT",
+            {"METRIC": "dot", "num_partitions": "4"},
+            {"metric": "dot", "num_partitions": 4},
+        ),
+        (
+            "IVF_PQ",
+            {"num_partitions": 2, "num_sub_vectors": 4, "num_bits": 8, "replace": "TRUE"},
+            {"num_partitions": 2, "num_sub_vectors": 4, "num_bits": 8, "replace": True},
+        ),
+        (
+            "IVF_HNSW_SQ",
+            {"m": 8, "ef_construction": "50", "max_level": 4, "distance_type": "l2"},
+            {"m": 8, "ef_construction": 50, "max_level": 4, "metric": "l2"},
+        ),
+        (
+            "INVERTED",
+            {"with_position": "true", "stem": False, "lower_case": " False ", "language": "French"},
+            {"with_position": True, "stem": False, "lower_case": False, "language": "French"},
+        ),
+        ("INVERTED", {"base_tokenizer": "NGRAM"}, {"base_tokenizer": "ngram"}),
+    ],
+)
+def test_index_params(
+    index_type: str, params: dict[str, object], expected: dict[str, object]
+) -> None:
+    assert parse_index_params(index_type, params) == expected
+
+
+@pytest.mark.parametrize(
+    ("index_type", "params", "fragment"),
+    [
+        (
+            "IVF_FLAT",
+            {"num_sub_vectors": 4},
+            r"index parameter 'num_sub_vectors' does not apply to index type IVF_FLAT \(it is a "
+            r"parameter of IVF_PQ, IVF_HNSW_PQ\); valid parameters for IVF_FLAT: distance_type, "
+            r"metric, num_partitions, target_partition_size, replace$",
+        ),
+        ("IVF_PQ", {"m": 16}, "'m' does not apply to index type IVF_PQ .*IVF_HNSW_PQ, IVF_HNSW_SQ"),
+        (
+            "IVF_SQ",
+            {"ef_construction": 16},
+            "'ef_construction' does not apply to index type IVF_SQ",
+        ),
+        ("BTREE", {"with_position": True}, "valid parameters for BTREE: replace$"),
+        ("IVF_PQ", {"num_partitons": 2}, "'num_partitons' does not apply to index type IVF_PQ;"),
+        (
+            "IVF_FLAT",
+            {"metric": "cosine", "distance_type": "dot"},
+            r"'metric' and 'distance_type' \(index type IVF_FLAT\) set the same thing",
+        ),
+        (
+            "IVF_FLAT",
+            {"distance_type": "manhattan"},
+            r"distance_type='manhattan' \(index type IVF_FLAT\) must be one of l2, euclidean, cosine",
+        ),
+        ("INVERTED", {"with_position": "yes"}, "with_position='yes' .* must be true or false"),
+        ("INVERTED", {"with_position": 1}, "with_position=1 .* must be true or false"),
+        ("IVF_PQ", {"num_sub_vectors": "four"}, "num_sub_vectors='four' .* a whole number"),
+        ("IVF_PQ", {"num_sub_vectors": True}, "num_sub_vectors=True .* a whole number"),
+        ("IVF_PQ", {"num_sub_vectors": 2.5}, "num_sub_vectors=2.5 .* a whole number"),
+        ("INVERTED", {"language": 3}, "language=3 .* must be a string"),
+    ],
+)
+def test_bad_index_params(index_type: str, params: dict[str, object], fragment: str) -> None:
+    with pytest.raises(InvalidOptionError, match=fragment):
+        parse_index_params(index_type, params)

@@ -106,6 +106,23 @@ def _args(text: str) -> tuple[str, str, dict[str, object]]:
                 "params": {"num_partitions": 2, "metric": "cosine"},
             },
         ),
+        (
+            "CREATE INDEX t_idx ON pets (note) USING INVERTED "
+            "WITH (with_position = true, stem = FALSE, lower_case = 'true', block_size = 128)",
+            "CREATE INDEX",
+            "pets",
+            {
+                "name": "t_idx",
+                "column": "note",
+                "type": "INVERTED",
+                "params": {
+                    "with_position": True,
+                    "stem": False,
+                    "lower_case": "true",
+                    "block_size": 128,
+                },
+            },
+        ),
     ],
 )
 def test_commands_and_arguments(text: str, kind: str, table: str, args: dict[str, object]) -> None:
@@ -171,6 +188,10 @@ def test_path_identifiers() -> None:
         ("SHOW BRANCHES IN pets LIMIT 2", "unexpected input at 'LIMIT'"),
         ("CREATE INDEX i ON pets id", "expected ( at 'id'"),
         ("CREATE INDEX i ON pets (id) WITH (k 1)", "expected = at '1'"),
+        (
+            "CREATE INDEX i ON pets (id) WITH (k = yes)",
+            "expected a value (a number, a quoted string, true or false) at 'yes'",
+        ),
     ],
 )
 def test_malformed_commands_keep_the_error_for_a_lance_table(text: str, message: str) -> None:

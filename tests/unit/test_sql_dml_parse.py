@@ -381,6 +381,65 @@ def test_delete(text: str, condition: str | None) -> None:
     assert stmt.condition == condition
 
 
+# --- columns named like keywords -----------------------------------------------------------------
+
+# Keywords Spark's parser takes as names unquoted (not reserved in its default mode): `values`,
+# which sqlglot's Spark dialect reserves, and others that are plausible column names.
+_KEYWORD_NAMES = ["values", "key", "value", "date", "timestamp", "comment", "data", "format"]
+_KEYWORD_NAMES += ["insert", "drop", "create", "alter"]
+
+
+@pytest.mark.parametrize("name", _KEYWORD_NAMES)
+def test_update_keyword_columns_unquoted(name: str) -> None:
+    stmt = parse_update(f"UPDATE pets p SET {name} = {name} + 1, n = p.{name} WHERE {name} > 2")
+    assert stmt is not None, name
+    assert stmt.assignments == ((name, f"{name} + 1"), ("n", name))
+    assert stmt.condition == f"{name} > 2"
+
+
+@pytest.mark.parametrize("name", _KEYWORD_NAMES)
+def test_delete_keyword_columns_unquoted(name: str) -> None:
+    stmt = parse_delete(f"DELETE FROM pets WHERE {name} IN (1, 2) OR pets.{name} IS NULL")
+    assert stmt is not None, name
+    assert stmt.condition == f"{name} IN (1, 2) OR {name} IS NULL"
+
+
+@pytest.mark.parametrize("name", _KEYWORD_NAMES)
+def test_merge_keyword_columns_unquoted(name: str) -> None:
+    stmt = merge(
+        f"MERGE INTO pets t USING (SELECT id, {name} FROM u) s "
+        f"ON t.id = s.id AND t.{name} = s.{name} "
+        f"WHEN MATCHED AND {name} > 0 THEN UPDATE SET {name} = s.{name} "
+        f"WHEN NOT MATCHED THEN INSERT (id, {name}) VALUES (s.id, s.{name} * 2) "
+        f"WHEN NOT MATCHED BY SOURCE THEN UPDATE SET {name} = {name} - 1"
+    )
+    assert stmt.source_query == f"SELECT * FROM (SELECT id, {name} FROM u) AS s"
+    assert stmt.condition == f"t.id = s.id AND t.{name} = s.{name}"
+    assert stmt.clauses == (
+        Clause(K.MATCHED_UPDATE, f"{name} > 0", {name: f"s.{name}"}),
+        Clause(K.NOT_MATCHED_INSERT, None, {"id": "s.id", name: f"s.{name} * 2"}),
+        Clause(K.BY_SOURCE_UPDATE, None, {name: f"{name} - 1"}),
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "MERGE INTO pets t USING (VALUES (1, 2)) AS s(id, values) ON t.id = s.id "
+        "WHEN NOT MATCHED THEN INSERT (id, values) VALUES (s.id, s.values)",
+        "MERGE INTO pets t USING u s ON t.id = s.id "
+        "WHEN NOT MATCHED THEN INSERT (values) VALUES (values)",
+    ],
+)
+def test_values_keeps_starting_a_row_list(text: str) -> None:
+    stmt = merge(text)
+    insert = stmt.clauses[-1]
+    assert insert.kind is K.NOT_MATCHED_INSERT
+    assert insert.assignments is not None
+    assert "values" in insert.assignments
+    assert "VALUES (1, 2)" in stmt.source_query or stmt.source_query == "SELECT * FROM u AS s"
+
+
 # --- left to Spark --------------------------------------------------------------------------------
 
 
