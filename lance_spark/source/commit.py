@@ -121,6 +121,31 @@ def append_op(fragments: Sequence[FragmentMetadata]) -> lance.LanceOperation.Bas
     return lance.LanceOperation.Append(list(fragments))
 
 
+def conflicting_append_op(
+    ds: lance.LanceDataset, fragments: Sequence[FragmentMetadata]
+) -> lance.LanceOperation.BaseOperation:
+    """An append on ``ds`` that Lance refuses to rebase over another such append, but not
+    over a plain one (checked with pylance 14).
+
+    It is an ``Update`` that lists the lowest-numbered fragment of ``ds``, unchanged, among
+    its updated fragments (the sentinel of :mod:`lance_spark.table.conflicts`): two of them
+    update the same fragment, or one updates a fragment a commit in between removed or
+    rewrote, and Lance fails the later one, retryably. A plain Append rebases over it and it
+    over a plain Append; its new fragments get ids, row ids and row versions as an
+    Append's do, and the change feed and the streaming source read them as inserted rows.
+    A table with no fragment has no sentinel: there it is a ``Merge`` listing the new
+    fragments, which conflicts with every concurrent data change (a plain Append too)."""
+    existing = ds.get_fragments()
+    if not existing:
+        return lance.LanceOperation.Merge(list(fragments), ds.lance_schema)
+    lowest = min(existing, key=lambda f: f.fragment_id)
+    return lance.LanceOperation.Update(
+        removed_fragment_ids=[],
+        updated_fragments=[lowest.metadata],
+        new_fragments=list(fragments),
+    )
+
+
 def overwrite_op(
     schema: pa.Schema, fragments: Sequence[FragmentMetadata]
 ) -> lance.LanceOperation.BaseOperation:

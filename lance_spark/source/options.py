@@ -117,13 +117,8 @@ VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 # Idempotent batch writes (Delta's names): skip a write already committed for (app, version).
 TXN_APP_ID = "txnappid"
 TXN_VERSION = "txnversion"
-# Streaming writes: the id recorded with each batch (default: the query's own id), and how
-# many recent versions the sink reads to recognise a batch it already committed
-# (lance-spark's names and default).
+# Streaming writes: the id recorded with each batch (default: the query's own id).
 STREAMING_QUERY_ID = "streamingqueryid"
-DEDUPE_LOOKBACK = "lance.streaming.dedupe.lookback.versions"
-DEFAULT_DEDUPE_LOOKBACK = 100
-MAX_DEDUPE_LOOKBACK = 10_000
 CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sink
 # Overwrites (Delta's names): replace only the rows matching a predicate, in one version; and
 # replace the table's schema (without it an overwrite keeps the table's columns and types).
@@ -151,7 +146,6 @@ WRITE_KEYS = frozenset(
         ENABLE_STABLE_ROW_IDS,
         TXN_APP_ID,
         TXN_VERSION,
-        DEDUPE_LOOKBACK,
         REPLACE_WHERE,
         OVERWRITE_SCHEMA,
         AUTO_COMPACT,
@@ -292,7 +286,6 @@ class WriteOptions:
     # replaceWhere: the Lance SQL predicate of the rows an overwrite replaces (None: all).
     replace_where: str | None = None
     overwrite_schema: bool = False
-    dedupe_lookback: int = DEFAULT_DEDUPE_LOOKBACK
     auto_compact: AutoCompact = AutoCompact()
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -463,16 +456,10 @@ def parse_write_options(
             "options replaceWhere and overwriteSchema cannot be used together: replaceWhere "
             "keeps the table's schema (overwrite the whole table to change it)"
         )
-    lookback = _positive_int(opts, DEDUPE_LOOKBACK, DEFAULT_DEDUPE_LOOKBACK)
-    if lookback > MAX_DEDUPE_LOOKBACK:
-        raise InvalidOptionError(
-            f"option {DEDUPE_LOOKBACK}={lookback} is above the maximum {MAX_DEDUPE_LOOKBACK}"
-        )
     return WriteOptions(
         txn_app_id=app_id,
         txn_version=txn_version,
         streaming_query_id=_non_empty(opts, STREAMING_QUERY_ID),
-        dedupe_lookback=lookback,
         uri=_uri(opts),
         branch=_branch(opts),
         merge_schema=_bool(opts, MERGE_SCHEMA, default=False),

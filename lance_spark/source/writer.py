@@ -18,12 +18,17 @@ from enum import Enum
 
 import lance
 import pyarrow as pa
-from lance.fragment import write_fragments
+from lance.fragment import FragmentMetadata, write_fragments
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lance_spark.errors import InvalidOptionError, SchemaMismatchError
+from lance_spark.errors import (
+    CommitConflictError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from lance_spark.source import commit as _commit
 from lance_spark.source import compaction as _compaction
 from lance_spark.source import dataset, replace_where, staging, transactions
@@ -42,6 +47,10 @@ class WriteMode(Enum):
     OVERWRITE = "overwrite"
     REPLACE_WHERE = "replace where"  # overwrite of the rows matching a predicate
 
+
+# Attempts of an idempotent append that keeps losing to concurrent commits (each loss means
+# another writer committed; the check and the rebuilt append cost a few manifest reads).
+_IDEMPOTENT_ATTEMPTS = 100
 
 # TaskResult counts of a write task.
 ROWS = "rows"
@@ -170,43 +179,29 @@ class LanceWriter(DataSourceArrowWriter):
         # when commit raises, which finds nothing left to do). Finishing deletes the files
         # of a write that committed nothing.
         with self._job(done.files, job_id=job_id):
-            if txn is not None:
-                repeat = transactions.skipped(
-                    self.uri,
-                    txn,
-                    storage=self.options.storage,
-                    lookback=self.options.dedupe_lookback,
-                )
-                if repeat is not None:
-                    _log.info(
-                        "write %s/%d to %s was committed before (version %d, %s/%d): skipped",
-                        txn.app_id,
-                        txn.version,
-                        self.uri,
-                        repeat.table_version,
-                        txn.app_id,
-                        repeat.txn_version,
-                    )
-                    return None
+            if txn is not None and self._repeat(
+                txn, transactions.check(self.uri, txn, storage=self.options.storage)
+            ):
+                return None
             fragments = list(done.new_fragments)
             extra: dict[str, int] = {}
+            op: lance.LanceOperation.BaseOperation | None = None  # None: an append
             if self.mode is WriteMode.REPLACE_WHERE:
                 deleted = self._delete_replaced(job_id or self.job_id)
                 extra["numDeletedRows"] = deleted.rows
                 if not deleted.rows and not fragments:
                     _log.info("replaceWhere on %s: no row to replace or write", self.uri)
                     return None
-                op = _commit.replace_op(
-                    deleted.updated,
-                    deleted.removed,
-                    fragments,
-                    predicate=self.options.replace_where or "",
-                )
+                if deleted.rows:
+                    op = _commit.replace_op(
+                        deleted.updated,
+                        deleted.removed,
+                        fragments,
+                        predicate=self.options.replace_where or "",
+                    )
             elif self.mode is WriteMode.APPEND and not fragments:
                 _log.info("append of zero rows to %s: nothing to commit", self.uri)
                 return None
-            elif self.mode is WriteMode.APPEND:
-                op = _commit.append_op(fragments)
             elif self.mode is WriteMode.APPEND_NEW_COLUMNS:
                 op = _commit.add_columns_op(
                     self.uri,
@@ -215,7 +210,7 @@ class LanceWriter(DataSourceArrowWriter):
                     fragments,
                     storage=self.options.storage,
                 )
-            else:
+            elif self.mode is not WriteMode.APPEND:
                 op = _commit.overwrite_op(self.target, fragments)
             default_operation = "CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE"
             info = _commit.CommitInfo(
@@ -243,14 +238,100 @@ class LanceWriter(DataSourceArrowWriter):
                     data_storage_version=version_format,
                     enable_stable_row_ids=self._stable_row_ids(),
                 )
-            return _commit.commit(
-                self.uri,
-                op,
-                read_version=self.read_version,
-                info=info,
-                storage=self.options.storage,
-                enable_stable_row_ids=self._stable_row_ids() if self._creates() else None,
-            )
+            if txn is not None and op is None:
+                return self._commit_idempotent_append(txn, fragments, info)
+            if op is None:
+                op = _commit.append_op(fragments)
+            try:
+                return _commit.commit(
+                    self.uri,
+                    op,
+                    read_version=self.read_version,
+                    info=info,
+                    storage=self.options.storage,
+                    enable_stable_row_ids=self._stable_row_ids() if self._creates() else None,
+                )
+            except CommitConflictError:
+                # The commit that beat this one may be a commit of the same write.
+                if txn is not None and self._repeat(
+                    txn, transactions.check(self.uri, txn, storage=self.options.storage)
+                ):
+                    return None
+                raise
+
+    def _commit_idempotent_append(
+        self, txn: TxnId, fragments: Sequence[FragmentMetadata], info: _commit.CommitInfo
+    ) -> int | None:
+        """Append ``fragments`` as ``txn`` unless a version holds ``txn`` or a later write of
+        its application, checked against every version up to the one committed on.
+
+        A Lance Append is rebased over whatever was committed since its read version, even
+        with no retries, so checking and then appending is not atomic; a commit lock is no
+        better (pylance runs it around a manifest existence check and a plain put, which a
+        writer without the lock can overwrite). So the append commits on the version checked
+        last as an operation Lance refuses to rebase over any other idempotent append
+        (:func:`lance_spark.source.commit.conflicting_append_op`); when it loses, the
+        versions committed meanwhile are checked and the append is built again on the
+        newest. One Lance version either way."""
+        error: CommitConflictError | None = None
+        base_schema = None
+        for _ in range(_IDEMPOTENT_ATTEMPTS):
+            found = transactions.check(self.uri, txn, storage=self.options.storage)
+            if self._repeat(txn, found):
+                return None
+            ds = found.table
+            if ds is None:
+                raise TableNotFoundError(
+                    f"the Lance table at {self.uri!r} was deleted while {txn.app_id!r} / "
+                    f"{txn.version} was appending to it; nothing was committed"
+                )
+            if int(ds.version) != self.read_version:
+                if base_schema is None:
+                    base_schema = dataset.open_version(
+                        self.uri, self.read_version or 1, storage=self.options.storage
+                    ).lance_schema
+                if ds.lance_schema != base_schema:
+                    raise CommitConflictError(
+                        f"{info.operation} of {txn.app_id!r} / {txn.version} on the Lance "
+                        f"table at {self.uri!r} was planned on version {self.read_version}, "
+                        f"and version {ds.version} has another schema. Nothing was "
+                        "committed; run the job again.",
+                        retryable=True,
+                    )
+            try:
+                return _commit.commit(
+                    self.uri,
+                    _commit.conflicting_append_op(ds, fragments),
+                    read_version=int(ds.version),
+                    info=info,
+                    storage=self.options.storage,
+                )
+            except CommitConflictError as err:
+                error = err
+                if not err.retryable:
+                    if self._repeat(
+                        txn, transactions.check(self.uri, txn, storage=self.options.storage)
+                    ):
+                        return None
+                    raise
+        assert error is not None
+        raise error
+
+    def _repeat(self, txn: TxnId, found: transactions.Check) -> bool:
+        """Whether ``found`` makes ``txn`` a repeat (logged as the skip it is)."""
+        repeat = found.repeat
+        if repeat is None:
+            return False
+        _log.info(
+            "write %s/%d to %s was committed before (version %d, %s/%d): skipped",
+            txn.app_id,
+            txn.version,
+            self.uri,
+            repeat.table_version,
+            txn.app_id,
+            repeat.txn_version,
+        )
+        return True
 
     def _delete_replaced(self, job_id: str) -> replace_where.Deleted:
         """Deletion files for the rows replaceWhere replaces, recorded in the job."""
@@ -333,9 +414,7 @@ def plan_write(
     writer = _plan(uri, spark_schema, overwrite, options, app_id, nullable_columns)
     txn = writer._txn()
     if txn is not None:
-        repeat = transactions.skipped(
-            uri, txn, storage=options.storage, lookback=options.dedupe_lookback
-        )
+        repeat = transactions.check(uri, txn, storage=options.storage).repeat
         if repeat is not None:
             writer = dataclasses.replace(writer, repeat=repeat)
     if open_job:

@@ -173,6 +173,68 @@ def test_replayed_batch_is_not_written_twice(
     assert _unreferenced(table_uri) == set()  # the replay's files are gone
 
 
+def _lose_last_commit_log_entry(checkpoint: Path, batch: int) -> None:
+    """A crash after the sink's Lance commit of ``batch`` but before Spark's commit log
+    entry: the restarted query runs ``batch`` again."""
+    (checkpoint / "commits" / str(batch)).unlink()
+    (checkpoint / "commits" / f".{batch}.crc").unlink(missing_ok=True)  # Hadoop's checksum
+
+
+def test_replayed_batch_is_not_written_twice_after_hundreds_of_foreign_commits(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    checkpoint = tmp_path / "ck"
+    feed(range(25))
+    query = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
+    query.processAllAvailable()
+    feed(range(25, 50))
+    query.processAllAvailable()
+    query.stop()
+    _lose_last_commit_log_entry(checkpoint, 1)
+    # 205 appends by another writer: the sink's commit of batch 1 is far behind the latest.
+    for i in range(205):
+        lance.write_dataset(
+            pa.table({"id": [10_000 + i], "v": ["other"]}), table_uri, mode="append"
+        )
+    latest = lance.dataset(table_uri).version
+    replay = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
+    replay.processAllAvailable()
+    feed(range(50, 53))  # and the query goes on with a new batch
+    replay.processAllAvailable()
+    replay.stop()
+    assert (checkpoint / "commits" / "1").exists()  # Spark did run batch 1 again
+    ids = _ids(table_uri)
+    assert len(ids) == len(set(ids))  # no row twice
+    assert ids == list(range(53)) + list(range(10_000, 10_205))
+    assert _versions(table_uri)[-1] == latest + 1  # the replay committed nothing
+    assert _props(table_uri, latest + 1)["lance.streaming.epochId"] == "2"
+    assert _unreferenced(table_uri) == set()
+
+
+def test_replay_fails_rather_than_guess_when_vacuum_removed_its_commit(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    from datetime import timedelta
+
+    checkpoint = tmp_path / "ck"
+    feed(range(5))
+    query = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
+    query.processAllAvailable()
+    feed(range(5, 10))
+    query.processAllAvailable()
+    query.stop()
+    _lose_last_commit_log_entry(checkpoint, 1)
+    for i in range(3):
+        lance.write_dataset(pa.table({"id": [100 + i], "v": ["other"]}), table_uri, mode="append")
+    lance.dataset(table_uri).cleanup_old_versions(older_than=timedelta(0))
+    before = lance.dataset(table_uri).version
+    replay = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
+    with pytest.raises(PySparkException, match=r"cannot tell whether .* already committed"):
+        replay.processAllAvailable()
+    assert lance.dataset(table_uri).version == before  # nothing committed
+    assert _ids(table_uri) == [*range(10), 100, 101, 102]
+
+
 def test_failing_batch_leaves_no_version_and_no_files(
     spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
 ) -> None:

@@ -180,7 +180,6 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "enable_stable_row_ids": "true",
         "txnappid": "app",
         "txnversion": "3",
-        "lance.streaming.dedupe.lookback.versions": "5",
         "streamingqueryid": "q",
         "checkpointlocation": "/ck",
         "startingversion": "2",
