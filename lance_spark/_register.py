@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -62,7 +63,9 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     - turns on the JVM companion for a classic session (its jar ships in the package), which
       makes each read its own scan: only the columns a query needs, LIMIT and ``COUNT(*)``
       pushed to Lance, statistics for Spark's joins, Arrow batches handed to Spark as columns,
-      and correct results when a DataFrame is reused (SPARK-58551). A Spark Connect session
+      and filters pushed into Lance (without it Spark filters the rows itself: it would reuse
+      a reader planned with filters for a DataFrame's next query, SPARK-58551), and writes
+      into catalog tables (their location). A Spark Connect session
       gets it from its server's configuration (see :func:`spark_conf`); without it,
       ``register`` warns once;
     - says once (a :class:`~lance_spark.errors.PerformanceWarning`) which of the recommended
@@ -207,17 +210,19 @@ def _warn_without_companion(spark: SparkSession) -> None:
     if _warned.is_set():
         return
     _warned.set()
-    where = (
-        "on the Spark Connect server (its configuration: lance_spark.spark_conf())"
-        if _spark.is_connect(spark)
-        else "by building the session with lance_spark.configure(SparkSession.builder)"
-    )
+    if not os.path.exists(_spark.companion_jar()):
+        fix = (
+            f"this installation has no companion jar ({_spark.companion_jar()}): reinstall "
+            "lance_spark from a wheel built with a JDK"
+        )
+    elif _spark.is_connect(spark):
+        fix = "start the Spark Connect server with the settings of lance_spark.spark_conf()"
+    else:
+        fix = "build the session with lance_spark.configure(SparkSession.builder)"
     warnings.warn(
-        "lance_spark: the JVM companion is not active in this session, so Spark plans Lance "
-        "reads itself: every column is read (count() too), no LIMIT or statistics, and a "
-        "DataFrame reused after a filtered query (a second action, a temp view queried twice, "
-        "a self-join with two filters) can silently read too few rows (SPARK-58551, Spark "
-        f"4.3). Turn it on {where}; the jar is {_spark.companion_jar()} (make builds it).",
+        "lance_spark: the JVM companion is not loaded, so Lance reads are right but slower "
+        "(Spark reads every column and filters the rows itself) and writes into catalog "
+        f"tables fail; to load it, {fix}.",
         stacklevel=3,
     )
 

@@ -198,38 +198,6 @@ def _resolve_name(table_schema: pa.Schema, name: str) -> str:
     )
 
 
-class _PushFilters:
-    """``LanceReader.pushFilters``, in a form that Spark's read planning does not refuse when
-    filter pushdown is switched off.
-
-    Spark limit (4.3): with ``spark.sql.python.filterPushdown.enabled`` false, Spark's default,
-    planning any read fails with DATA_SOURCE_PUSHDOWN_DISABLED when the reader's
-    ``pushFilters`` is not ``DataSourceReader.pushFilters`` (``plan_data_source_read`` checks
-    ``reader.pushFilters.__func__``), and a data source cannot read the conf to decide. Without
-    ``register`` (which switches the conf on), every read of the ``lance`` format that Spark
-    discovers by itself (``pyspark_lance``) would fail. With the conf off Spark never calls
-    ``pushFilters`` and evaluates every filter itself, so not pushing is correct; with it on,
-    Spark calls this and the filters are pushed as usual.
-    """
-
-    def __get__(self, reader: LanceReader | None, owner: type | None = None) -> Any:
-        if reader is None:
-            return DataSourceReader.pushFilters
-        return _BoundPushFilters(reader)
-
-
-class _BoundPushFilters:
-    __slots__ = ("_reader",)
-    # What Spark compares with DataSourceReader.pushFilters (see _PushFilters).
-    __func__ = staticmethod(DataSourceReader.pushFilters)
-
-    def __init__(self, reader: LanceReader) -> None:
-        self._reader = reader
-
-    def __call__(self, filters: list[Filter]) -> Iterator[Filter]:
-        return self._reader._push_filters(filters)
-
-
 # Index-pruned planning is used when the indexed filter matches at most 1/N of the rows.
 _INDEX_PRUNE_FRACTION = 20
 _OFFSET_MASK = 0xFFFFFFFF
@@ -258,7 +226,12 @@ class LanceReader(DataSourceReader):
     # after this many rows; Spark applies the LIMIT again over the tasks.
     limit: int | None = None
 
-    pushFilters = _PushFilters()  # DataSourceReader.pushFilters (see _PushFilters)
+    # No pushFilters: Spark 4.3 keeps a Python reader planned with pushed filters on the
+    # DataFrame and reuses it for the DataFrame's next query, whatever its filters
+    # (SPARK-58551: a reused DataFrame reads too few rows). Only the JVM companion, which
+    # plans every scan afresh, pushes filters (push_filters, through scan_planner); without
+    # it Spark evaluates every filter itself: right, only slower. This can go when Spark
+    # plans a Python read per query.
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the reader into every task after planning; tasks read the fragments
@@ -268,7 +241,9 @@ class LanceReader(DataSourceReader):
         state["fragments"] = ()
         return state
 
-    def _push_filters(self, filters: list[Filter]) -> Iterator[Filter]:
+    def push_filters(self, filters: list[Filter]) -> Iterator[Filter]:
+        """Push the filters Lance can evaluate exactly into this reader (``pushed_filter``);
+        yields the others, which Spark evaluates. Called by the companion's scan planning."""
         renamed = dict(zip(self.projection.spark_names, self.projection.lance_columns, strict=True))
         by_lance: list[Filter] = []
         originals: dict[int, Filter] = {}

@@ -94,7 +94,7 @@ def answer(
     if not isinstance(reader, LanceReader):  # a subclass overriding reader(): not ours to plan
         raise LanceSparkError(f"{type(data_source).__name__}.reader() is not a LanceReader")
     refs = [FilterRef(f) for f in filters]
-    rejected = {FilterRef(f) for f in reader.pushFilters([r.filter for r in refs])}
+    rejected = {FilterRef(f) for f in reader.push_filters([r.filter for r in refs])}
     pushed = [i for i, ref in enumerate(refs) if ref not in rejected]
     if request.aggregate == COUNT:
         return pushed, None, {"count": reader.count_rows(), "metadata": reader.describe()}

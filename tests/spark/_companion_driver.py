@@ -60,6 +60,14 @@ def main(mode: str, uri: str) -> dict[str, Any]:
         reused = table()
         filtered_then_all = (reused.where("id > 10").count(), reused.count())
         insert = _insert_between_tables(spark, uri) if mode == "missing" else None
+        # The other reuse patterns of SPARK-58551: a temp view queried twice, a self-join.
+        table().createOrReplaceTempView("companion_view")
+        view = [
+            spark.sql(f"SELECT * FROM companion_view WHERE {cond}").count()
+            for cond in ("id > 10", "id < 5")
+        ]
+        left, right = reused.where("id < 5").alias("l"), reused.where("id < 8").alias("r")
+        self_join = left.join(right, "id").count()
         return {
             "enabled_before_register": before,
             "enabled": _spark.companion_enabled(spark),
@@ -75,6 +83,8 @@ def main(mode: str, uri: str) -> dict[str, Any]:
             "limit": len(table().limit(3).collect()),
             "reused": filtered_then_all,
             "insert": insert,
+            "view": view,
+            "self_join": self_join,
             "conf": {
                 key: spark.conf.get(key, "") for key in ("spark.jars", "spark.sql.extensions")
             },

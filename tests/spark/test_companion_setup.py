@@ -1,6 +1,6 @@
 """How a session gets the JVM companion: ``lance_spark.configure`` at build time (what a user
 does for a new session, a ``spark-submit`` or a cluster), and what happens without it (a
-warning naming SPARK-58551, every read still right). Each case is a driver of its own."""
+one short warning, every read still right). Each case is a driver of its own."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ def test_configure_loads_the_companion_at_session_build(uri: str, tmp_path: Path
     assert result["filtered"] == list(range(11, ROWS))
     assert (result["count"], result["limit"]) == (ROWS, 3)
     assert result["reused"] == [ROWS - 11, ROWS]
+    assert result["view"] == [ROWS - 11, 5] and result["self_join"] == 5
 
 
 def test_without_the_jar_register_warns_once_and_reads_stay_right(uri: str, tmp_path: Path) -> None:
@@ -69,13 +70,15 @@ def test_without_the_jar_register_warns_once_and_reads_stay_right(uri: str, tmp_
     assert result["enabled_before_register"] is False and result["enabled"] is False
     assert len(result["warnings"]) == 1
     message = result["warnings"][0]
-    assert "SPARK-58551" in message and "lance_spark.configure" in message
+    assert "right but slower" in message and "reinstall lance_spark" in message
     assert "(Python)" in result["plan"] and "LanceScan" not in result["plan"]
     assert result["filtered"] == list(range(11, ROWS))
     assert (result["count"], result["limit"]) == (ROWS, 3)
-    # The trap the warning names (SPARK-58551): the same DataFrame counted after a filtered
-    # query counts the filtered rows; fresh DataFrames (above) are right.
-    assert result["reused"] == [ROWS - 11, ROWS - 11]
+    # SPARK-58551: Spark reuses a Python reader planned with pushed filters for the same
+    # DataFrame's next query; without the companion nothing is pushed, so the count after a
+    # filtered query is the whole table's.
+    assert result["reused"] == [ROWS - 11, ROWS]
+    assert result["view"] == [ROWS - 11, 5] and result["self_join"] == 5
     # A write into a catalog table needs the companion for the table's location: without it
     # the INSERT fails, naming what to do, and neither table changes.
     insert = result["insert"]

@@ -1,5 +1,6 @@
-"""``LanceReader.pushFilters`` as Spark's read planning sees it (no JVM): not taken for an
-override when filter pushdown is off, and pushing filters when Spark calls it."""
+"""Filter pushdown of ``LanceReader`` (no JVM): Spark's own ``pushFilters`` pushes nothing
+(a reader planned with filters is reused by Spark for the DataFrame's next query,
+SPARK-58551), the companion's ``push_filters`` pushes what Lance evaluates exactly."""
 
 from __future__ import annotations
 
@@ -22,18 +23,20 @@ def _reader() -> LanceReader:
     )
 
 
-def test_spark_does_not_refuse_the_reader_with_pushdown_off() -> None:
-    # What pyspark 4.3's plan_data_source_read checks before raising
-    # DATA_SOURCE_PUSHDOWN_DISABLED (the conf's default is off).
+def test_spark_pushes_nothing_into_the_reader() -> None:
+    # Not overridden: pyspark 4.3's plan_data_source_read accepts it with pushdown off
+    # (no DATA_SOURCE_PUSHDOWN_DISABLED), and with pushdown on every filter stays Spark's.
     reader = _reader()
-    assert getattr(reader.pushFilters, "__func__", None) is DataSourceReader.pushFilters
     assert LanceReader.pushFilters is DataSourceReader.pushFilters
+    filters = [GreaterThan(("id",), 3), IsNull(("id",))]
+    assert list(reader.pushFilters(filters)) == filters
+    assert reader.pushed_filter is None
 
 
-def test_filters_are_pushed_when_spark_calls_push_filters() -> None:
+def test_the_companion_pushes_filters_lance_evaluates_exactly() -> None:
     reader = _reader()
     exact, other, on_list = GreaterThan(("id",), 3), IsNull(("id",)), EqualTo(("tags",), ["a"])
-    rejected = list(reader.pushFilters([exact, other, on_list]))
+    rejected = list(reader.push_filters([exact, other, on_list]))
     assert rejected == [on_list]  # the same object, as Spark requires
     assert reader.pushed_filter is not None and "`id` > 3" in reader.pushed_filter
     assert "IS NULL" in reader.pushed_filter

@@ -29,16 +29,17 @@ import scala.PartialFunction$;
 final class LanceWriteRule extends Rule<LogicalPlan> {
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
-    if (!Boolean.parseBoolean(SQLConf.get().getConfString(LanceScanRule.ENABLED_CONF, "true"))) {
-      return plan;
-    }
+    // Switched off, the companion still gives a catalog write its table's location (without
+    // it the write fails), but leaves the batches as Spark makes them.
+    boolean sized =
+        Boolean.parseBoolean(SQLConf.get().getConfString(LanceScanRule.ENABLED_CONF, "true"));
     Function1<LogicalPlan, LogicalPlan> replace = node -> {
       if (node instanceof V2WriteCommand command) {
-        NamedRelation table = wrapped(command.table());
+        NamedRelation table = wrapped(command.table(), sized);
         return table == null ? node : (LogicalPlan) command.withNewTable(table);
       }
       if (node instanceof V2StreamingWriteCommand command) {
-        NamedRelation table = wrapped(command.table());
+        NamedRelation table = wrapped(command.table(), sized);
         return table == null ? node : (LogicalPlan) command.withNewTable(table);
       }
       return node;
@@ -46,7 +47,7 @@ final class LanceWriteRule extends Rule<LogicalPlan> {
     return plan.transformDown(PartialFunction$.MODULE$.fromFunction(replace));
   }
 
-  private static NamedRelation wrapped(NamedRelation target) {
+  private static NamedRelation wrapped(NamedRelation target, boolean sized) {
     if (!(target instanceof DataSourceV2Relation relation)) {
       return null;
     }
@@ -54,7 +55,7 @@ final class LanceWriteRule extends Rule<LogicalPlan> {
         relation.catalog().isDefined() && relation.identifier().isDefined()
             ? relation.identifier().get().toString()
             : null;
-    LanceWriteTable table = LanceWriteTable.wrap(relation.table(), catalogTable);
+    LanceWriteTable table = LanceWriteTable.wrap(relation.table(), catalogTable, sized);
     if (table == null) {
       return null;
     }

@@ -63,23 +63,29 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   // The catalog table this write goes to (its identifier), or null for a write by path.
   private final String catalogTable;
 
-  private LanceWriteTable(PythonTable python, String catalogTable) {
+  // Whether write tasks size their batches (false: the companion is switched off).
+  private final boolean sized;
+
+  private LanceWriteTable(PythonTable python, String catalogTable, boolean sized) {
     super(python);
     this.catalogTable = catalogTable;
+    this.sized = sized;
   }
 
   /**
    * The table to write {@code table} with, or null when it is not a {@code lance} Python table.
-   * {@code catalogTable}: the identifier of the catalog table the write targets, or null.
+   * {@code catalogTable}: the identifier of the catalog table the write targets, or null;
+   * {@code sized}: whether write tasks size their batches.
    */
-  static LanceWriteTable wrap(Table table, String catalogTable) {
+  static LanceWriteTable wrap(Table table, String catalogTable, boolean sized) {
     PythonTable python = lanceTable(table);
-    return python == null ? null : new LanceWriteTable(python, catalogTable);
+    return python == null ? null : new LanceWriteTable(python, catalogTable, sized);
   }
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-    return new Builder(python.newWriteBuilder(targeted(info)));
+    WriteBuilder builder = python.newWriteBuilder(targeted(info));
+    return sized ? new Builder(builder) : builder;
   }
 
   /**
