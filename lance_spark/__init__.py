@@ -72,3 +72,6 @@ __all__ = [
 # In Spark's Python workers, which import this package to run the data source: keep the
 # imported modules out of the garbage collection Spark runs after every call there.
 _spark.freeze_worker_heap()
+# In a planning worker forked by Spark's own daemon: no BrokenPipeError traceback from it at
+# spark.stop() (see _spark.quiet_spark_daemon).
+_spark.quiet_spark_daemon()

@@ -40,6 +40,7 @@ import functools
 import gc
 import os
 import re
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -1298,6 +1299,35 @@ def quiet_python_daemon(spark: SparkSession) -> bool:
     if importlib.util.find_spec(QUIET_DAEMON_MODULE) is None:
         return False
     conf.set(_DAEMON_CONF, QUIET_DAEMON_MODULE)
+    return True
+
+
+_SPARK_DAEMON_MODULE = "pyspark.daemon"
+
+
+def quiet_spark_daemon() -> bool:
+    """In a Python worker forked by Spark's own daemon (``python -m pyspark.daemon``), make
+    that daemon end this worker silently when Spark closes its socket (see
+    ``lance_spark_daemon``); True when it did.
+
+    Spark limit (4.3): the planning calls of Python data sources (``PythonPlannerRunner``:
+    create, read and write planning, commits, filter push-down, lookup, the companion's
+    calls) start their daemon as ``pyspark.daemon`` (``PythonWorkerFactory``'s default
+    module), whatever ``spark.python.daemon.module`` says, and ``spark.stop()`` closes the
+    sockets of their idle workers before it stops the daemon: each such worker printed a
+    ``BrokenPipeError`` traceback. The worker loop of that daemon (this process's
+    ``__main__``) looks its ``worker`` function up for every call, so the calls after the
+    one that imported ``lance_spark`` are covered. Can go with ``lance_spark_daemon``.
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if main is None or getattr(spec, "name", None) != _SPARK_DAEMON_MODULE:
+        return False
+    if not callable(getattr(main, "worker", None)):
+        return False
+    import lance_spark_daemon
+
+    lance_spark_daemon.quiet(main)
     return True
 
 

@@ -396,6 +396,7 @@ class LanceTable:
             source=source,
             condition=condition,
             target_alias=self._alias,
+            after_schema_change=self._refresh_catalog,
         )
 
     # --- history and restore ------------------------------------------------------------------
@@ -760,6 +761,9 @@ class LanceTable:
         self._refresh_catalog()
 
     def _refresh_catalog(self) -> None:
+        """After every change of the table's columns through this object (add, drop, rename,
+        retype, restore, MERGE with schema evolution): a table opened by name gets its catalog
+        entry re-created, since Spark keeps the columns the entry was created with."""
         # A catalog entry describes the main branch: a branch's schema is its own.
         if self._name is not None and self._branch is None:
             recreate_entry(self._spark, self._name, self._uri, self._storage)
@@ -784,7 +788,8 @@ class LanceTable:
         data file per fragment (existing files are not rewritten) and one ``Merge`` is
         committed; nothing is committed if anything fails. A name the table already has is
         a :class:`SchemaMismatchError`, an unknown column in an expression a
-        :class:`ColumnNotFoundError`. Returns one row: ``num_added_columns`` and
+        :class:`ColumnNotFoundError`. A table opened with :meth:`forName` gets its catalog
+        entry updated too. Returns one row: ``num_added_columns`` and
         ``num_affected_rows`` (rows given a value: all of them for expressions, the
         matched ones for a DataFrame).
 
@@ -819,6 +824,7 @@ class LanceTable:
                 expressions=columns,
                 app_id=app_id,
             )
+        self._refresh_catalog()
         metrics = {"num_added_columns": len(added.columns), "num_affected_rows": added.matched}
         return self._one_row(metrics, ("num_added_columns", "num_affected_rows"))
 

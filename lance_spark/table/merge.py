@@ -11,7 +11,7 @@ front end both build a :class:`MergeSpec` and call :func:`merge`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -437,11 +437,14 @@ class LanceMergeBuilder:
         target_alias: str | None,
         clauses: tuple[Clause, ...] = (),
         schema_evolution: bool = False,
+        after_schema_change: Callable[[], None] | None = None,
     ) -> None:
         self._spark = spark
         self._uri = uri
         self._storage = storage
         self._spec = MergeSpec(source, condition, clauses, target_alias, schema_evolution)
+        # Called when the MERGE added columns (LanceTable: the catalog entry's refresh).
+        self._after_schema_change = after_schema_change
 
     def whenMatchedUpdate(
         self, condition: str | Column | None = None, set: Mapping[str, str | Column] | None = None
@@ -493,7 +496,8 @@ class LanceMergeBuilder:
 
     def withSchemaEvolution(self) -> LanceMergeBuilder:
         """Let ``UpdateAll`` / ``InsertAll`` add the source's extra columns to the table (null
-        in rows the MERGE does not write)."""
+        in rows the MERGE does not write); a table opened with ``LanceTable.forName`` gets
+        its catalog entry updated too."""
         return self._copy(self._spec.clauses, schema_evolution=True)
 
     def execute(self) -> DataFrame:
@@ -507,6 +511,8 @@ class LanceMergeBuilder:
             spec=self._spec,
             app_id=_spark.app_id(self._spark),
         )
+        if counts.added_columns and self._after_schema_change is not None:
+            self._after_schema_change()
         return metrics_frame(self._spark, counts)
 
     def _with(self, clause: Clause) -> LanceMergeBuilder:
@@ -523,6 +529,7 @@ class LanceMergeBuilder:
             target_alias=spec.target_alias,
             clauses=clauses,
             schema_evolution=schema_evolution,
+            after_schema_change=self._after_schema_change,
         )
 
 

@@ -6,7 +6,7 @@ catalog columns)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import lance
@@ -23,6 +23,7 @@ from lance_spark.errors import (
     SchemaMismatchError,
     SqlSyntaxError,
 )
+from lance_spark.source.dataset import version_timestamps
 
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
@@ -235,6 +236,84 @@ def test_table_api(spark: SparkSession, pets: tuple[str, str]) -> None:
         by_path.renameColumn("name", "a.b")
     with pytest.raises(InvalidOptionError, match="a new type"):
         by_path.alterColumn("name")
+
+
+def _add_expressions(spark: SparkSession, t: LanceTable, name: str) -> None:
+    t.addColumns({"w2": "w * 2", "tag": "concat(name, '!')"})
+
+
+def _add_joined(spark: SparkSession, t: LanceTable, name: str) -> None:
+    labels = spark.createDataFrame([(1, "cat"), (3, "dog")], "id long, label string")
+    t.addColumns(labels, on="id")
+
+
+def _merge_with_schema_evolution(spark: SparkSession, t: LanceTable, name: str) -> None:
+    source = spark.createDataFrame(
+        [(2, "B", 21, 2.0, "yy", "big"), (4, "d", 40, 4.5, "w", "new")],
+        "id long, name string, w int, score float, note string, size string",
+    )
+    (
+        t.alias("t")
+        .merge(source.alias("s"), "s.id = t.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .withSchemaEvolution()
+        .execute()
+    )
+
+
+def _restore_to_version(spark: SparkSession, t: LanceTable, name: str) -> None:
+    t.addColumns({"w2": "w * 2"})
+    assert spark.table(name).columns[-1] == "w2"
+    t.restoreToVersion(1)  # the version without w2
+
+
+def _restore_to_timestamp(spark: SparkSession, t: LanceTable, name: str) -> None:
+    first = dict(version_timestamps(lance.dataset(t.uri)))[1]
+    t.renameColumn("w", "weight")
+    assert "weight" in spark.table(name).columns
+    t.restoreToTimestamp(first)  # version 1, with w
+
+
+def _replace_by_name(spark: SparkSession, t: LanceTable, name: str) -> None:
+    LanceTable.replace(spark).tableName(name).addColumns("id bigint, kind string").execute()
+
+
+# Every change of a table's columns that LanceTable makes (schema.py, columns.py, history.py,
+# merge.py, builder.py): the catalog entry of a table opened by name follows each one.
+SCHEMA_CHANGES: dict[str, Callable[[SparkSession, LanceTable, str], None]] = {
+    "addColumns-expressions": _add_expressions,
+    "addColumns-dataframe": _add_joined,
+    "renameColumn": lambda spark, t, name: t.renameColumn("w", "weight"),
+    "dropColumns": lambda spark, t, name: t.dropColumns("note", "score"),
+    "alterColumn-type": lambda spark, t, name: t.alterColumn("w", dataType="bigint"),
+    "merge-withSchemaEvolution": _merge_with_schema_evolution,
+    "restoreToVersion": _restore_to_version,
+    "restoreToTimestamp": _restore_to_timestamp,
+    "replace-tableName": _replace_by_name,
+}
+
+
+@pytest.mark.parametrize("change", list(SCHEMA_CHANGES))
+def test_every_schema_change_by_name_updates_the_catalog_entry(
+    spark: SparkSession, pets: tuple[str, str], change: str
+) -> None:
+    name, uri = pets
+    before = lance.dataset(uri).schema
+    SCHEMA_CHANGES[change](spark, LanceTable.forName(spark, name), name)
+    ds = lance.dataset(uri)
+    if change.startswith("restore"):
+        assert ds.version == 3 and ds.schema.names == before.names
+    else:
+        assert ds.schema.names != before.names or ds.schema.types != before.types
+    _agree(spark, name, uri)  # spark.table: Lance's columns and rows
+    by_sql = spark.sql(f"SELECT * FROM {name}")
+    assert by_sql.columns == ds.schema.names
+    assert sorted(tuple(r) for r in by_sql.collect()) == sorted(
+        tuple(r.values()) for r in ds.to_table().to_pylist()
+    )
+    by_path = LanceTable.forPath(spark, uri).toDF().schema
+    assert [(f.name, f.dataType) for f in by_sql.schema] == [(f.name, f.dataType) for f in by_path]
 
 
 def test_other_tables_are_left_to_spark(spark: SparkSession, tmp_path) -> None:  # type: ignore[no-untyped-def]

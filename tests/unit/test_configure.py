@@ -3,10 +3,14 @@ quiet Python daemon (no JVM)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 from pyspark.sql import SparkSession
 
 import lance_spark
-from lance_spark import _settings
+from lance_spark import _settings, _spark
 
 
 def test_configure_keeps_what_the_builder_has() -> None:
@@ -39,3 +43,41 @@ def test_spark_conf_names_the_jar_shipped_in_the_package() -> None:
         **{s.key: s.value for s in _settings.RECOMMENDED},
     }
     assert lance_spark.companion_jar().endswith("lance_spark/jars/lance-spark-companion.jar")
+
+
+# A worker forked by ``python -m pyspark.daemon`` (Spark's planning daemons) that imported
+# lance_spark: its daemon's worker loop ends a closed socket silently; other errors are Spark's.
+QUIET_WORKER = """
+import sys, types
+daemon = types.ModuleType("pyspark.daemon")
+calls = []
+def worker(sock, authenticated):
+    calls.append(sock)
+    raise {error}("socket")
+daemon.worker = worker
+daemon.__spec__ = types.SimpleNamespace(name="pyspark.daemon")
+sys.modules["__main__"] = daemon
+from lance_spark import _spark
+assert _spark.quiet_spark_daemon() and _spark.quiet_spark_daemon()  # idempotent
+daemon.worker("sock", True)
+"""
+
+
+@pytest.mark.parametrize("error", ["BrokenPipeError", "ValueError"])
+def test_spark_daemon_workers_end_a_closed_socket_silently(error: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", QUIET_WORKER.format(error=error)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1  # what Spark's daemon does with the worker either way
+    if error == "BrokenPipeError":
+        assert done.stderr == ""
+    else:  # not ours to hide: any other error keeps its traceback
+        assert "Traceback" in done.stderr and "ValueError: socket" in done.stderr
+
+
+def test_other_main_modules_are_left_alone() -> None:
+    assert _spark.quiet_spark_daemon() is False  # pytest's __main__ is no Spark daemon

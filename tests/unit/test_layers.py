@@ -17,6 +17,7 @@ LAYERS = {
     "lance_spark._version": 0,
     "lance_spark._quiet": 0,
     "lance_spark._settings": 0,
+    "lance_spark_daemon": 0,  # the top-level daemon module beside the package: imports none of it
     "lance_spark._spark": 1,
     "lance_spark.source": 2,
     "lance_spark.table": 3,
