@@ -13,13 +13,14 @@ from __future__ import annotations
 # _quiet first: it must run before anything imports lance (see its docstring).
 from lance_spark import _quiet, _spark  # noqa: F401  (_quiet: imported for its effect)
 from lance_spark._register import configure, register, spark_conf
-from lance_spark._spark import JobProgress, companion_jar
+from lance_spark._spark import JobProgress, companion_enabled, companion_jar
 from lance_spark._version import __version__
 from lance_spark.errors import (
     BranchNotFoundError,
     CardinalityViolationError,
     ColumnNotFoundError,
     CommitConflictError,
+    CompanionNotFoundError,
     ConcurrentModificationError,
     CorruptTableError,
     InvalidOptionError,
@@ -43,6 +44,7 @@ __all__ = [
     "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",
+    "CompanionNotFoundError",
     "ConcurrentModificationError",
     "CorruptTableError",
     "InvalidOptionError",
@@ -63,6 +65,7 @@ __all__ = [
     "UnsupportedTypeError",
     "VersionNotFoundError",
     "__version__",
+    "companion_enabled",
     "companion_jar",
     "configure",
     "register",

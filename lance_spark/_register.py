@@ -210,10 +210,10 @@ def _warn_without_companion(spark: SparkSession) -> None:
     if _warned.is_set():
         return
     _warned.set()
-    if not os.path.exists(_spark.companion_jar()):
+    if not os.path.isfile(_spark.companion_jar_path()):
         fix = (
-            f"this installation has no companion jar ({_spark.companion_jar()}): reinstall "
-            "lance_spark from a wheel built with a JDK"
+            f"this installation has no companion jar ({_spark.companion_jar_path()}): "
+            "reinstall lance_spark from a wheel built with a JDK"
         )
     elif _spark.is_connect(spark):
         fix = "start the Spark Connect server with the settings of lance_spark.spark_conf()"

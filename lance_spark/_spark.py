@@ -52,7 +52,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.types import DataType, StructField, StructType
 
-from lance_spark.errors import InvalidOptionError
+from lance_spark.errors import CompanionNotFoundError, InvalidOptionError
 
 _MARKER = "_lance_spark_with_active_session"
 _PATCHED: tuple[tuple[type, str], ...] = (
@@ -1250,9 +1250,35 @@ _EXTENSIONS_CONF = "spark.sql.extensions"
 _JARS_CONF = "spark.jars"
 
 
-def companion_jar() -> str:
-    """Path of the companion's jar, shipped inside the package (built by ``make``)."""
+# Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
+COMPANION_PROTOCOL = 1
+# The SQL function the companion adds to the sessions it is loaded in: its PROTOCOL.
+COMPANION_PROTOCOL_FUNCTION = "lance_companion_protocol"
+
+
+def companion_jar_path() -> str:
+    """Where the package keeps the companion's jar (which may be missing: see
+    :func:`companion_jar`)."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", COMPANION_JAR_NAME)
+
+
+def companion_jar() -> str:
+    """Path of the JVM companion's jar shipped inside the package, for ``spark.jars`` /
+    ``spark-submit --jars``; raises :class:`~lance_spark.errors.CompanionNotFoundError` when
+    this installation has none.
+
+    Example::
+
+        spark-submit --jars "$(python -c 'import lance_spark; print(lance_spark.companion_jar())')"
+    """
+    path = companion_jar_path()
+    if not os.path.isfile(path):
+        raise CompanionNotFoundError(
+            f"this lance_spark installation has no JVM companion jar ({path}): reinstall "
+            "lance_spark from a wheel built with a JDK (pip install builds one when javac is "
+            "on the PATH), or in a checkout run make jar"
+        )
+    return path
 
 
 _DAEMON_CONF = "spark.python.daemon.module"
@@ -1349,15 +1375,32 @@ def quiet_reregistration(spark: SparkSession) -> None:
 
 
 def companion_enabled(spark: SparkSession) -> bool:
-    """Whether the companion plans this session's Lance scans.
+    """Whether the JVM companion is loaded in this session (classic or Spark Connect).
 
-    Classic: asked of the JVM. Spark Connect has no JVM on the client: the server's
-    ``spark.sql.extensions`` names it (the server loads extensions from its configuration).
+    Classic: asked of the JVM. Spark Connect has no JVM on the client: the server is asked
+    what it loaded (:func:`companion_protocol`), not what its configuration names.
+
+    Example::
+
+        spark = lance_spark.configure(SparkSession.builder).getOrCreate()
+        assert lance_spark.companion_enabled(spark)
     """
     if is_connect(spark):
-        return COMPANION_EXTENSION in str(spark.conf.get(_EXTENSIONS_CONF, "") or "")
+        return companion_protocol(spark) == COMPANION_PROTOCOL
     extensions = _companion_class(spark)
     return extensions is not None and bool(extensions.isInstalled(spark._jsparkSession))
+
+
+def companion_protocol(spark: SparkSession) -> int | None:
+    """The protocol of the companion the session's server loaded (its SQL function
+    ``lance_companion_protocol()``), or None when it loaded none. What a Spark Connect
+    client, which has no JVM, can ask: the server's ``spark.sql.extensions`` may name the
+    companion while its jar is missing (Spark then logs the error and carries on)."""
+    try:
+        row = spark.sql(f"SELECT {COMPANION_PROTOCOL_FUNCTION}()").first()
+    except Exception:  # noqa: BLE001 - any failure to resolve the function means "not loaded"
+        return None
+    return None if row is None else int(row[0])
 
 
 def enable_companion(spark: SparkSession) -> bool:
@@ -1374,8 +1417,8 @@ def enable_companion(spark: SparkSession) -> bool:
         return companion_enabled(spark)
     extensions = _companion_class(spark)
     if extensions is None:
-        jar = companion_jar()
-        if not os.path.exists(jar):
+        jar = companion_jar_path()
+        if not os.path.isfile(jar):
             return False
         jvm: Any = spark._jvm
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()

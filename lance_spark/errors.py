@@ -20,6 +20,7 @@ __all__ = [
     "CardinalityViolationError",
     "ColumnNotFoundError",
     "CommitConflictError",
+    "CompanionNotFoundError",
     "ConcurrentModificationError",
     "CorruptTableError",
     "InvalidOptionError",
@@ -161,6 +162,11 @@ class CorruptTableError(LanceSparkError, OSError):
         super().__init__(message)
         self.table_uri = table_uri
         self.path = path
+
+
+class CompanionNotFoundError(LanceSparkError):
+    """This installation of lance_spark has no JVM companion jar (a wheel built without a
+    JDK, or a checkout where ``make jar`` has not run)."""
 
 
 class PerformanceWarning(UserWarning):

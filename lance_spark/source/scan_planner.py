@@ -37,12 +37,12 @@ from pyspark.sql.worker.plan_data_source_read import write_read_func_and_partiti
 from pyspark.sql.worker.utils import worker_run
 from pyspark.worker_util import pickleSer, read_command
 
+from lance_spark._spark import COMPANION_PROTOCOL
 from lance_spark.errors import LanceSparkError
 from lance_spark.source.datasource import LanceDataSource
 from lance_spark.source.reader import LanceReader
 
-# Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
-PROTOCOL = 1
+PROTOCOL = COMPANION_PROTOCOL  # LanceExtensions.PROTOCOL of the jar
 COUNT = "count"
 
 # pyspark's wire helpers, typed (pyspark leaves them untyped).

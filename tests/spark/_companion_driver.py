@@ -45,7 +45,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
     if mode in ("configure", "settings"):
         builder = lance_spark.configure(builder)
     elif mode == "missing":  # a package whose jar was not built
-        _spark.companion_jar = lambda: "/nonexistent/lance-spark-companion.jar"  # type: ignore[assignment]
+        _spark.companion_jar_path = lambda: "/nonexistent/lance-spark-companion.jar"  # type: ignore[assignment]
     spark = builder.getOrCreate()
     try:
         before = _spark.companion_enabled(spark)
@@ -60,6 +60,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
         reused = table()
         filtered_then_all = (reused.where("id > 10").count(), reused.count())
         insert = _insert_between_tables(spark, uri) if mode == "missing" else None
+        public_api = _public_api_without_jar() if mode == "missing" else None
         # The other reuse patterns of SPARK-58551: a temp view queried twice, a self-join.
         table().createOrReplaceTempView("companion_view")
         view = [
@@ -83,6 +84,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
             "limit": len(table().limit(3).collect()),
             "reused": filtered_then_all,
             "insert": insert,
+            "public_api": public_api,
             "view": view,
             "self_join": self_join,
             "conf": {
@@ -92,6 +94,23 @@ def main(mode: str, uri: str) -> dict[str, Any]:
         }
     finally:
         spark.stop()
+
+
+def _public_api_without_jar() -> dict[str, str]:
+    """What ``companion_jar()``, ``spark_conf()`` and ``configure()`` raise without the jar."""
+    raised = {}
+    calls = {
+        "companion_jar": lance_spark.companion_jar,
+        "spark_conf": lance_spark.spark_conf,
+        "configure": lambda: lance_spark.configure(SparkSession.builder),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            raised[name] = "nothing"
+        except lance_spark.CompanionNotFoundError as err:
+            raised[name] = str(err)
+    return raised
 
 
 def _insert_between_tables(spark: SparkSession, uri: str) -> dict[str, Any]:

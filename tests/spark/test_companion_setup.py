@@ -79,6 +79,8 @@ def test_without_the_jar_register_warns_once_and_reads_stay_right(uri: str, tmp_
     # filtered query is the whole table's.
     assert result["reused"] == [ROWS - 11, ROWS]
     assert result["view"] == [ROWS - 11, 5] and result["self_join"] == 5
+    for name, message in result["public_api"].items():
+        assert "no JVM companion jar" in message and "/nonexistent/" in message, name
     # A write into a catalog table needs the companion for the table's location: without it
     # the INSERT fails, naming what to do, and neither table changes.
     insert = result["insert"]
@@ -116,3 +118,45 @@ def test_configure_sets_the_recommended_settings_and_keeps_the_users(
         assert flag in settings[_settings.EXECUTOR_JAVA_OPTIONS].split()
     assert settings[_settings.MAX_BYTES_PER_BATCH_CONF] == "32m"  # the user's, kept
     assert result["filtered"] == list(range(11, ROWS)) and result["count"] == ROWS
+
+
+_CONNECT_CLIENT = """
+import json, sys
+from pyspark.sql.connect.session import SparkSession
+import lance_spark
+session = SparkSession.builder.remote(sys.argv[1]).create()
+df = session.read.format("lance").load(sys.argv[2])
+print("RESULT " + json.dumps({
+    "enabled": lance_spark.companion_enabled(session),
+    "counts": [df.where("id > 10").count(), df.count()],
+}))
+"""
+
+
+def test_a_connect_server_without_the_jar_is_reported_and_answers_right(
+    uri: str, tmp_path: Path
+) -> None:
+    """A Connect server whose configuration names the companion but whose jar is missing:
+    ``companion_enabled`` asks the server what it loaded (not its configuration), and a
+    DataFrame counted after a filtered query on it counts every row."""
+    from _servers import connect_server
+
+    confs = dict(lance_spark.spark_conf(), **{"spark.jars": "/nonexistent/companion.jar"})
+    with connect_server(confs) as url:
+        done = subprocess.run(
+            [sys.executable, "-c", _CONNECT_CLIENT, url, uri],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result == {"enabled": False, "counts": [ROWS - 11, ROWS]}
+
+
+def test_companion_enabled_asks_the_connect_server(connect_spark: Any) -> None:
+    """The tests' Connect server is started with ``spark_conf()``: it loaded the companion."""
+    assert lance_spark.companion_enabled(connect_spark) is True

@@ -9,6 +9,13 @@ import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
+import org.apache.spark.sql.catalyst.expressions.Literal$;
+
+import scala.Tuple3;
+import scala.collection.immutable.Seq;
 import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
@@ -18,17 +25,24 @@ import scala.runtime.BoxedUnit;
  * session (what {@code lance_spark.register(spark)} calls when the jar is on the class path).
  *
  * <p>It adds two optimizer rules: {@link LanceScanRule} (reads) and {@link LanceWriteRule}
- * (writes).
+ * (writes), and the SQL function {@code lance_companion_protocol()} (the {@link #PROTOCOL} of
+ * this jar), by which a client with no JVM of its own (Spark Connect) asks its server whether the
+ * companion is loaded ({@code lance_spark.companion_enabled}).
  *
  * <p>Spark internals it depends on: {@code SparkSessionExtensions.injectPreCBORule} (the "Pre CBO
  * Rules" batch runs right before "Early Filter and Projection Push-Down", where
  * {@code V2ScanRelationPushDown} asks a table for its scan builder); for {@link #installOn},
  * {@code classic.SparkSession.extensions()} and {@code BaseSessionStateBuilder} reading the
- * injected pre-CBO rules at every optimizer run (not once per session).
+ * injected pre-CBO rules at every optimizer run (not once per session); for the function,
+ * {@code SparkSessionExtensions.injectFunction} with catalyst's {@code FunctionIdentifier},
+ * {@code ExpressionInfo} and {@code Literal}.
  */
 public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
   /** Bumped with every change of the protocol between this jar and {@code lance_spark}. */
   public static final int PROTOCOL = 1;
+
+  /** The SQL function that answers {@link #PROTOCOL} in a session the companion is loaded in. */
+  public static final String PROTOCOL_FUNCTION = "lance_companion_protocol";
 
   private static final Set<SparkSessionExtensions> INSTALLED =
       Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
@@ -53,6 +67,16 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
           return new LanceWriteRule();
         }
       });
+      extensions.injectFunction(
+          new Tuple3<>(
+              new FunctionIdentifier(PROTOCOL_FUNCTION),
+              new ExpressionInfo(LanceExtensions.class.getName(), PROTOCOL_FUNCTION),
+              new AbstractFunction1<Seq<Expression>, Expression>() {
+                @Override
+                public Expression apply(Seq<Expression> arguments) {
+                  return Literal$.MODULE$.apply(PROTOCOL);
+                }
+              }));
     }
   }
 
