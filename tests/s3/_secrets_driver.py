@@ -136,7 +136,7 @@ def main() -> None:
 
     # No credentials given: Lance's own chain (here the environment) must still work.
     lance_spark.register(spark)
-    spark.sql("INSERT INTO pets VALUES (6, 'Kitty', 1)")
+    spark.sql("INSERT INTO pets (id, name, age) VALUES (6, 'Kitty', 1)")
     LanceTable.forName(spark, "pets").update(condition="id = 6", set={"age": "2"})
     results["final"] = rows(LanceTable.forName(spark, "pets").toDF().orderBy("id"))
 

@@ -333,7 +333,7 @@ def test_credentials_stay_out_of_event_log_logs_errors_and_files(
         ["1", "Rex", "4", "8"],
         ["4", "Felix", "10", "4"],
         ["5", "Bella", "7", "14"],
-        ["6", "Kitty", "2", "None"],  # inserted through the catalog's older schema
+        ["6", "Kitty", "2", "None"],  # inserted naming three of the four columns
     ]
     operations = {row[2] for row in results["history"]}
     assert {"WRITE", "MERGE", "UPDATE", "DELETE", "ADD COLUMNS"} <= operations, operations
