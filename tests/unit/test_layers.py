@@ -24,6 +24,8 @@ LAYERS = {
     "lance_spark.sql": 4,
     "lance_spark._register": 5,
     "lance_spark": 6,
+    "lance_spark.doctor": 6,  # python -m lance_spark doctor: uses register and configure
+    "lance_spark.__main__": 7,
 }
 
 
