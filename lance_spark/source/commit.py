@@ -12,6 +12,7 @@ from lance.commit import CommitConflictError as LanceCommitConflict
 from lance.fragment import FragmentMetadata
 
 from lance_spark.errors import CommitConflictError, SchemaMismatchError
+from lance_spark.source.dataset import PROP_READ_AS
 from lance_spark.source.transactions import TxnId
 
 # Keys of a version's transaction properties written by the connector.
@@ -33,6 +34,9 @@ class CommitInfo:
     user_metadata: str | None = None
     app_id: str | None = None
     txn: TxnId | None = None  # an idempotent write's id (streaming batch, txnAppId)
+    # The Lance operation readers take the commit for when it is committed as another one
+    # (an idempotent overwrite committed as an Update: see conflicting_overwrite_op).
+    read_as: str | None = None
 
     def properties(self) -> dict[str, str]:
         from lance_spark._version import __version__
@@ -49,6 +53,8 @@ class CommitInfo:
             props[PROP_APP_ID] = self.app_id
         if self.txn is not None:
             props.update(self.txn.properties())
+        if self.read_as is not None:
+            props[PROP_READ_AS] = self.read_as
         return props
 
 
@@ -142,6 +148,42 @@ def conflicting_append_op(
     return lance.LanceOperation.Update(
         removed_fragment_ids=[],
         updated_fragments=[lowest.metadata],
+        new_fragments=list(fragments),
+    )
+
+
+def conflicting_overwrite_op(
+    ds: lance.LanceDataset, schema: pa.Schema, fragments: Sequence[FragmentMetadata]
+) -> lance.LanceOperation.BaseOperation | None:
+    """An overwrite of ``ds`` by ``fragments`` that Lance refuses to rebase over another such
+    overwrite or an idempotent append (:func:`conflicting_append_op`); None when there is
+    none. Lance rebases an ``Overwrite`` over anything, so two idempotent overwrites racing
+    would both commit; this is an ``Update`` removing every fragment of ``ds`` and adding
+    ``fragments`` (two of them remove the same fragments: the later fails, retryably). A plain
+    append committed meanwhile is kept (it reads as committed after the overwrite). Commit it
+    with ``CommitInfo.read_as="Overwrite"``, so the change feed and the streaming source
+    read it as the overwrite it is.
+
+    An ``Update`` keeps the table's schema, field ids and file format, so only an overwrite
+    that keeps all three has one. A table with no fragment gets a ``Merge`` listing the new
+    fragments (it conflicts with every concurrent data change)."""
+    from lance.schema import LanceSchema
+
+    if LanceSchema.from_pyarrow(schema) != ds.lance_schema:
+        return None
+    version = str(ds.data_storage_version)
+    if any(
+        f"{f.file_major_version}.{f.file_minor_version}" != version
+        for g in fragments
+        for f in g.files
+    ):
+        return None
+    existing = ds.get_fragments()
+    if not existing:
+        return lance.LanceOperation.Merge(list(fragments), ds.lance_schema)
+    return lance.LanceOperation.Update(
+        removed_fragment_ids=[int(f.fragment_id) for f in existing],
+        updated_fragments=[],
         new_fragments=list(fragments),
     )
 

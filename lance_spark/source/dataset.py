@@ -327,6 +327,9 @@ def versions(ds: lance.LanceDataset, *, uri: str) -> list[Any]:
 # Lance operations that rewrite fragments without changing any row (compaction): change
 # feeds and streams skip their versions.
 ROW_PRESERVING_OPERATIONS = frozenset({"Rewrite"})
+# The transaction property naming the Lance operation a commit stands for, when it is
+# committed as another (see operation()).
+PROP_READ_AS = "lance_spark.readAs"
 
 
 def first_version_since(ds: lance.LanceDataset, when: datetime) -> int | None:
@@ -336,9 +339,14 @@ def first_version_since(ds: lance.LanceDataset, when: datetime) -> int | None:
 
 def operation(ds: lance.LanceDataset, version: int) -> str:
     """The name of the Lance operation that committed ``version`` (``Append``, ``Update``,
-    ``Rewrite``...; ``unknown`` when its transaction cannot be read)."""
+    ``Rewrite``...; ``unknown`` when its transaction cannot be read). A commit the connector
+    made as another operation than the one it stands for (an idempotent overwrite is an
+    ``Update``) reads as the one it stands for."""
     tx = transaction(ds, version)
-    return "unknown" if tx is None else type(tx.operation).__name__
+    if tx is None:
+        return "unknown"
+    read_as = (tx.transaction_properties or {}).get(PROP_READ_AS)
+    return read_as or type(tx.operation).__name__
 
 
 def transaction(ds: lance.LanceDataset, version: int) -> lance.Transaction | None:

@@ -3,37 +3,40 @@ skipped when the table already holds a commit of it.
 
 Delta Lake records ``SetTransaction(appId, version)`` in its log; Lance has no such table, so
 the id travels in the commit's transaction properties, under the names lance-spark (Java)
-uses for its streaming sink (``lance.streaming.queryId`` / ``lance.streaming.epochId``), so
-either tool recognises the other's commits. Two writers of ids:
+uses for its streaming sink (``lance.streaming.queryId`` / ``lance.streaming.epochId``).
+Two writers of ids:
 
 - the streaming sink: the query's id (or the ``streamingQueryId`` option) and the batch id;
 - ``df.write`` with ``txnAppId`` and ``txnVersion`` (Delta's options).
 
 A write of ``(app, n)`` is skipped when the newest commit of ``app`` recorded a version
-``>= n`` (Delta's rule). Finding it means reading the transactions of the table's versions,
-newest first, until one of ``app``'s commits, however far back it is. A Python worker
-remembers what it found per table and application, so a running stream reads only the
-versions committed since its last batch, and a restarted one reads back to its own newest
-commit. When a version that walk needs was removed by cleanup, whether ``app`` committed
-there cannot be known: :class:`VersionNotFoundError`, never a guess.
+``>= n`` (Delta's rule). The answer comes from ``app``'s markers in the table's folder
+(:mod:`lance_spark.source.txn_markers`): its newest state file, exact when no attempt file
+is left; otherwise only the versions after both that state and the oldest attempt's read
+version are read. A version that walk needs but cleanup removed (a writer died in the
+middle of a commit and vacuum ran past it before any check) makes the answer unknowable:
+:class:`VersionNotFoundError`, never a guess. A check that read versions records what it
+found as a state file, so the next one reads only the versions committed since.
 
-The check is atomic with the commit: an idempotent append commits as an operation Lance
-refuses to rebase over another idempotent append (see
-``LanceWriter._commit_idempotent_append``); when it loses, the versions committed meanwhile
-are checked again and the append is built on the newest.
+The check is atomic with the commit: an idempotent write commits as an operation Lance
+refuses to rebase over another idempotent write (see ``LanceWriter._commit_idempotent``);
+when it loses, the versions committed meanwhile are checked again and the write is built on
+the newest. Commits written without markers (the Java connector's, lance_spark's before it
+wrote them) are not found.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 import lance
 
 from lance_spark.errors import TableNotFoundError, VersionNotFoundError
-from lance_spark.source import dataset
+from lance_spark.source import dataset, txn_markers
 
 _log = logging.getLogger(__name__)
 
@@ -69,61 +72,117 @@ class Check:
     repeat: Committed | None
 
 
-# (table uri, app id) -> (the highest version read, the newest commit of app at or below it).
-# Versions are read from the highest down to app's newest commit (or version 1), so this is
-# all there is to know about the versions up to the highest one.
-_seen: dict[tuple[str, str], tuple[int, Committed | None]] = {}
-_seen_lock = threading.Lock()
-
-
 def check(uri: str, txn: TxnId, *, storage: Mapping[str, str]) -> Check:
     """Whether ``txn`` is a repeat on the latest version of the table at ``uri``."""
     try:
         ds = dataset.open_latest(uri, storage=storage)
     except TableNotFoundError:
         return Check(None, None)
-    committed = newest_commit(ds, txn.app_id, uri=uri)
+    committed = newest_commit(ds, txn.app_id, uri=uri, storage=storage)
     repeat = committed if committed is not None and committed.txn_version >= txn.version else None
     return Check(ds, repeat)
 
 
-def newest_commit(ds: lance.LanceDataset, app_id: str, *, uri: str) -> Committed | None:
-    """The newest commit of ``app_id`` among the versions up to ``ds`` (None: there is
-    none). Raises :class:`VersionNotFoundError` when a version the answer depends on was
-    removed by cleanup."""
+def newest_commit(
+    ds: lance.LanceDataset, app_id: str, *, uri: str, storage: Mapping[str, str]
+) -> Committed | None:
+    """The newest commit of ``app_id`` among the versions up to ``ds`` (the latest when it
+    was opened; a newer one may be returned when a state file already covers it). None:
+    there is none. Raises :class:`VersionNotFoundError` when a version the answer depends
+    on was removed by cleanup."""
+    return _newest(ds, app_id, txn_markers.read(uri, app_id, storage=storage), uri, storage)
+
+
+def resolve_stale_attempts(
+    ds: lance.LanceDataset, uri: str, *, older_than: timedelta, storage: Mapping[str, str]
+) -> int:
+    """Before cleanup removes old versions: for every application with an attempt file older
+    than ``older_than`` (its writer died, or runs longer than the retention allows), read the
+    versions after it, record the answer as a state file and remove those attempt files.
+    Returns how many went. An application whose answer is already lost keeps its attempt
+    files (its next check fails, naming them) and is logged."""
+    cutoff = time.time() - older_than.total_seconds()
+    removed = 0
+    for folder in txn_markers.app_ids(uri, storage=storage):
+        txn_markers.remove_partials(folder, cutoff=cutoff, storage=storage)
+        stale = txn_markers.stale_attempts(folder, cutoff=cutoff, storage=storage)
+        app_id = txn_markers.app_id_of(folder, storage=storage) if stale else None
+        if app_id is None:
+            continue
+        markers = txn_markers.read(uri, app_id, storage=storage)
+        # Only the attempts this check saw are settled by it.
+        seen = {a.path for a in markers.attempts}
+        try:
+            _newest(ds, app_id, markers, uri, storage, record_always=True)
+        except VersionNotFoundError as err:
+            _log.warning("vacuum of %s kept the attempt files of %r: %s", uri, app_id, err)
+            continue
+        for attempt in stale:
+            if attempt.path in seen:
+                txn_markers.end_attempt(attempt.path, storage=storage)
+                removed += 1
+    return removed
+
+
+def _newest(
+    ds: lance.LanceDataset,
+    app_id: str,
+    markers: txn_markers.Markers,
+    uri: str,
+    storage: Mapping[str, str],
+    *,
+    record_always: bool = False,
+) -> Committed | None:
+    """``app_id``'s newest commit up to ``ds`` from ``markers`` (read after opening ``ds``),
+    reading the versions no state file answers for."""
     latest = int(ds.version)
-    with _seen_lock:
-        known = _seen.get((uri, app_id))
-    if known is not None and known[0] > latest:  # the table was replaced: forget it
-        known = None
-    high, cached = known if known is not None else (0, None)
-    found = _find(ds, app_id, uri=uri, newest=latest, oldest=high + 1)
-    if found is None:
-        found = cached
-    with _seen_lock:
-        current = _seen.get((uri, app_id))
-        if current is None or current[0] <= latest:
-            _seen[(uri, app_id)] = (latest, found)
-    return found
-
-
-def forget(uri: str, app_id: str) -> None:
-    """Drop what this worker remembers of ``app_id`` on ``uri`` (tests)."""
-    with _seen_lock:
-        _seen.pop((uri, app_id), None)
+    state = markers.state
+    covered = 0 if state is None else state.covers
+    known = None
+    if state is not None and state.txn_version is not None and state.table_version is not None:
+        known = Committed(int(state.txn_version), int(state.table_version))
+    if not markers.attempts:
+        # Every commit of app_id, with its attempt file gone, has a state file covering it.
+        return known
+    oldest = max(covered, min(a.read_version for a in markers.attempts))
+    found = _find(ds, app_id, uri=uri, newest=latest, oldest=oldest + 1, markers=markers)
+    answer = found or known
+    if latest > covered or (record_always and latest >= covered):
+        txn_markers.record_state(
+            uri,
+            app_id,
+            covers=latest,
+            txn_version=None if answer is None else answer.txn_version,
+            table_version=None if answer is None else answer.table_version,
+            storage=storage,
+        )
+    return answer
 
 
 def _find(
-    ds: lance.LanceDataset, app_id: str, *, uri: str, newest: int, oldest: int
+    ds: lance.LanceDataset,
+    app_id: str,
+    *,
+    uri: str,
+    newest: int,
+    oldest: int,
+    markers: txn_markers.Markers,
 ) -> Committed | None:
     for version in range(newest, oldest - 1, -1):
-        txn = _txn_of(ds, version, app_id=app_id, uri=uri)
+        txn = _txn_of(ds, version, app_id=app_id, uri=uri, markers=markers)
         if txn is not None and txn.app_id == app_id:
             return Committed(txn.version, version)
     return None
 
 
-def _txn_of(ds: lance.LanceDataset, version: int, *, app_id: str, uri: str) -> TxnId | None:
+def _txn_of(
+    ds: lance.LanceDataset,
+    version: int,
+    *,
+    app_id: str,
+    uri: str,
+    markers: txn_markers.Markers,
+) -> TxnId | None:
     try:
         tx = ds.read_transaction(version)
     except TypeError:
@@ -131,13 +190,15 @@ def _txn_of(ds: lance.LanceDataset, version: int, *, app_id: str, uri: str) -> T
         # (see dataset.transaction): a Rewrite, never an idempotent write.
         return None
     except (OSError, ValueError, RuntimeError) as err:
+        attempts = ", ".join(a.path for a in markers.attempts)
         raise VersionNotFoundError(
             f"cannot tell whether {app_id!r} already committed this write to the Lance table "
-            f"at {uri!r}: version {version} cannot be read ({_first_line(err)}), probably "
-            f"removed by vacuum, and no version after it holds a commit of {app_id!r}, so "
-            "its last commit may have been there. Nothing was committed. Keep vacuum's "
-            "retention longer than a stream may stay stopped (or than the time between two "
-            "runs of a txnAppId writer)"
+            f"at {uri!r}: a writer of {app_id!r} stopped in the middle of a commit (attempt "
+            f"file(s) {attempts}), and version {version}, where that commit may be, cannot be "
+            f"read ({_first_line(err)}), probably removed by cleanup before any check or "
+            "vacuum of this connector settled the attempt. Nothing was committed. If you "
+            "know whether that write committed, write again with a new txnAppId (or "
+            "streamingQueryId), or remove the attempt file(s) to treat it as not committed"
         ) from None
     if tx is None:  # written without a transaction file (old Lance writers)
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -31,7 +31,7 @@ from lance_spark.errors import (
 )
 from lance_spark.source import commit as _commit
 from lance_spark.source import compaction as _compaction
-from lance_spark.source import dataset, replace_where, staging, transactions
+from lance_spark.source import dataset, replace_where, staging, transactions, txn_markers
 from lance_spark.source import types as _types
 from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, combine
 from lance_spark.source.options import WriteOptions
@@ -51,6 +51,12 @@ class WriteMode(Enum):
 # Attempts of an idempotent append that keeps losing to concurrent commits (each loss means
 # another writer committed; the check and the rebuilt append cost a few manifest reads).
 _IDEMPOTENT_ATTEMPTS = 100
+
+
+class _SchemaChangedError(CommitConflictError):
+    """An idempotent append planned on another schema than the latest version's: the job
+    must run again (its files have the old schema)."""
+
 
 # TaskResult counts of a write task.
 ROWS = "rows"
@@ -229,91 +235,187 @@ class LanceWriter(DataSourceArrowWriter):
             )
             version_format = self.options.data_storage_version
             if not fragments and self._creates() and version_format is not None:
-                return _commit.create_empty(
-                    self.uri,
-                    self.target,
-                    overwrite=self.read_version is not None,
-                    info=info,
-                    storage=self.options.storage,
-                    data_storage_version=version_format,
-                    enable_stable_row_ids=self._stable_row_ids(),
-                )
+
+                def create_empty(_ds: lance.LanceDataset | None) -> int:
+                    return _commit.create_empty(
+                        self.uri,
+                        self.target,
+                        overwrite=self.read_version is not None,
+                        info=info,
+                        storage=self.options.storage,
+                        data_storage_version=version_format,
+                        enable_stable_row_ids=self._stable_row_ids(),
+                    )
+
+                if txn is None:
+                    return create_empty(None)
+                return self._commit_idempotent(txn, info, create_empty, rebuilds=False)
             if txn is not None and op is None:
-                return self._commit_idempotent_append(txn, fragments, info)
+                return self._commit_idempotent(
+                    txn, info, self._idempotent_append(txn, fragments, info), rebuilds=True
+                )
             if op is None:
                 op = _commit.append_op(fragments)
-            try:
+            planned = op
+
+            def commit_planned(_ds: lance.LanceDataset | None) -> int:
                 return _commit.commit(
                     self.uri,
-                    op,
+                    planned,
                     read_version=self.read_version,
                     info=info,
                     storage=self.options.storage,
                     enable_stable_row_ids=self._stable_row_ids() if self._creates() else None,
                 )
-            except CommitConflictError:
-                # The commit that beat this one may be a commit of the same write.
-                if txn is not None and self._repeat(
-                    txn, transactions.check(self.uri, txn, storage=self.options.storage)
-                ):
-                    return None
-                raise
 
-    def _commit_idempotent_append(
+            if txn is None:
+                return commit_planned(None)
+            if self._creates():
+                return self._commit_idempotent(
+                    txn,
+                    info,
+                    self._idempotent_overwrite(fragments, info, commit_planned),
+                    rebuilds=True,
+                )
+            # replaceWhere (its deletion files are of the read version) and mergeSchema (a
+            # Merge, which conflicts with every concurrent data change) commit as planned.
+            return self._commit_idempotent(txn, info, commit_planned, rebuilds=False)
+
+    def _idempotent_append(
         self, txn: TxnId, fragments: Sequence[FragmentMetadata], info: _commit.CommitInfo
-    ) -> int | None:
-        """Append ``fragments`` as ``txn`` unless a version holds ``txn`` or a later write of
-        its application, checked against every version up to the one committed on.
+    ) -> Callable[[lance.LanceDataset | None], int]:
+        """Commits ``fragments`` on the version given as an operation Lance refuses to rebase
+        over another idempotent write (:func:`lance_spark.source.commit.conflicting_append_op`)."""
+        base_schema: list[object] = []
 
-        A Lance Append is rebased over whatever was committed since its read version, even
-        with no retries, so checking and then appending is not atomic; a commit lock is no
-        better (pylance runs it around a manifest existence check and a plain put, which a
-        writer without the lock can overwrite). So the append commits on the version checked
-        last as an operation Lance refuses to rebase over any other idempotent append
-        (:func:`lance_spark.source.commit.conflicting_append_op`); when it loses, the
-        versions committed meanwhile are checked and the append is built again on the
-        newest. One Lance version either way."""
-        error: CommitConflictError | None = None
-        base_schema = None
-        for _ in range(_IDEMPOTENT_ATTEMPTS):
-            found = transactions.check(self.uri, txn, storage=self.options.storage)
-            if self._repeat(txn, found):
-                return None
-            ds = found.table
+        def commit_on(ds: lance.LanceDataset | None) -> int:
             if ds is None:
                 raise TableNotFoundError(
                     f"the Lance table at {self.uri!r} was deleted while {txn.app_id!r} / "
                     f"{txn.version} was appending to it; nothing was committed"
                 )
             if int(ds.version) != self.read_version:
-                if base_schema is None:
-                    base_schema = dataset.open_version(
-                        self.uri, self.read_version or 1, storage=self.options.storage
-                    ).lance_schema
-                if ds.lance_schema != base_schema:
-                    raise CommitConflictError(
+                if not base_schema:
+                    base_schema.append(
+                        dataset.open_version(
+                            self.uri, self.read_version or 1, storage=self.options.storage
+                        ).lance_schema
+                    )
+                if ds.lance_schema != base_schema[0]:
+                    raise _SchemaChangedError(
                         f"{info.operation} of {txn.app_id!r} / {txn.version} on the Lance "
                         f"table at {self.uri!r} was planned on version {self.read_version}, "
                         f"and version {ds.version} has another schema. Nothing was "
                         "committed; run the job again.",
                         retryable=True,
                     )
-            try:
-                return _commit.commit(
-                    self.uri,
-                    _commit.conflicting_append_op(ds, fragments),
-                    read_version=int(ds.version),
-                    info=info,
-                    storage=self.options.storage,
-                )
-            except CommitConflictError as err:
-                error = err
-                if not err.retryable:
-                    if self._repeat(
-                        txn, transactions.check(self.uri, txn, storage=self.options.storage)
+            return _commit.commit(
+                self.uri,
+                _commit.conflicting_append_op(ds, fragments),
+                read_version=int(ds.version),
+                info=info,
+                storage=self.options.storage,
+            )
+
+        return commit_on
+
+    def _idempotent_overwrite(
+        self,
+        fragments: Sequence[FragmentMetadata],
+        info: _commit.CommitInfo,
+        commit_planned: Callable[[lance.LanceDataset | None], int],
+    ) -> Callable[[lance.LanceDataset | None], int]:
+        """Commits the overwrite on the version given as an operation Lance refuses to rebase
+        over another idempotent write (:func:`lance_spark.source.commit.conflicting_overwrite_op`).
+        Where there is none, two racing idempotent overwrites may both commit (Lance rebases
+        an ``Overwrite`` over anything): the write that creates the table, and an overwrite
+        that changes the table's schema or file format; the overwrite commits as planned."""
+
+        def commit_on(ds: lance.LanceDataset | None) -> int:
+            op = (
+                None if ds is None else _commit.conflicting_overwrite_op(ds, self.target, fragments)
+            )
+            if ds is None or op is None:
+                return commit_planned(ds)
+            return _commit.commit(
+                self.uri,
+                op,
+                read_version=int(ds.version),
+                info=dataclasses.replace(info, read_as="Overwrite"),
+                storage=self.options.storage,
+            )
+
+        return commit_on
+
+    def _commit_idempotent(
+        self,
+        txn: TxnId,
+        info: _commit.CommitInfo,
+        commit_on: Callable[[lance.LanceDataset | None], int],
+        *,
+        rebuilds: bool,
+    ) -> int | None:
+        """Commit with ``commit_on`` (given the latest version, None: no table) unless a
+        version holds ``txn`` or a later write of its application, checked against every
+        version up to the one committed on.
+
+        A Lance Append is rebased over whatever was committed since its read version, even
+        with no retries, so checking and then appending is not atomic; a commit lock is no
+        better (pylance runs it around a manifest existence check and a plain put, which a
+        writer without the lock can overwrite). So ``commit_on`` commits on the version
+        checked last as an operation Lance refuses to rebase over another idempotent write;
+        when it loses and ``rebuilds``, the versions committed meanwhile are checked and it
+        commits again on the newest. One Lance version either way.
+
+        Around the attempts, the application's markers (:mod:`txn_markers`): an attempt file
+        before the first, removed only once the outcome is known (after a state file naming
+        the commit); a writer killed in between leaves it for the next check to settle."""
+        error: CommitConflictError | None = None
+        attempt: str | None = None
+        settled = False  # the outcome is known and recorded: the attempt file may go
+        storage = self.options.storage
+        try:
+            for _ in range(_IDEMPOTENT_ATTEMPTS):
+                found = transactions.check(self.uri, txn, storage=storage)
+                if self._repeat(txn, found):
+                    settled = True
+                    return None
+                ds = found.table
+                if attempt is None:
+                    read = 0 if ds is None else int(ds.version)
+                    attempt = txn_markers.begin_attempt(
+                        self.uri, txn.app_id, read_version=read, storage=storage
+                    )
+                try:
+                    version = commit_on(ds)
+                except (CommitConflictError, TableNotFoundError) as err:
+                    settled = True  # Lance committed nothing, in this attempt or before
+                    if (
+                        isinstance(err, CommitConflictError)
+                        and err.retryable
+                        and rebuilds
+                        and not isinstance(err, _SchemaChangedError)
+                    ):
+                        error = err
+                        continue
+                    if isinstance(err, CommitConflictError) and self._repeat(
+                        txn, transactions.check(self.uri, txn, storage=storage)
                     ):
                         return None
                     raise
+                txn_markers.record_state(
+                    self.uri,
+                    txn.app_id,
+                    covers=version,
+                    txn_version=txn.version,
+                    table_version=version,
+                    storage=storage,
+                )
+                settled = True
+                return version
+        finally:
+            if attempt is not None and settled:
+                txn_markers.end_attempt(attempt, storage=storage)
         assert error is not None
         raise error
 

@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import compaction as _compaction
-from lance_spark.source import staging
+from lance_spark.source import staging, transactions
 from lance_spark.source.compaction import COMPACTION_METRICS
 from lance_spark.source.dataset import branch_uri, open_latest
 from lance_spark.source.jobs import StagedJob, TaskResult
@@ -218,6 +218,11 @@ def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> Dat
             if candidate.unverified and staging.relative_path(candidate) in swept:
                 _count_file(metrics, candidate.kind, int(candidate.size_bytes), -1)
     else:
+        # Before cleanup removes the versions an idempotent writer that died mid-commit may
+        # have committed in (the attempt files of lance_spark.source.txn_markers).
+        transactions.resolve_stale_attempts(
+            ds, table.uri, older_than=older_than, storage=table.storage
+        )
         orphans.remove(table.uri, storage=table.storage)
         stats = ds.cleanup_old_versions(older_than=older_than, error_if_tagged_old_versions=False)
         metrics.update({k: int(getattr(stats, k)) for k in _CLEANUP_METRICS})

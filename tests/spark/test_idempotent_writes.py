@@ -87,6 +87,44 @@ def test_threads_writing_the_same_txn_commit_once_per_round(spark: Any, table_ur
     assert _unreferenced(table_uri) == set()  # the skipped writes left no file
 
 
+def test_threads_overwriting_as_the_same_txn_commit_once_per_round(
+    spark: Any, table_uri: str
+) -> None:
+    from lance_spark import LanceTable
+
+    spark.range(0, 3).write.format("lance").save(table_uri)
+    threads, rounds = 4, 4
+
+    def write(number: int, writer: int, barrier: threading.Barrier) -> None:
+        start = number * 1000 + writer * 10
+        frame = spark.range(start, start + 10, 1, 2)
+        barrier.wait(timeout=120)
+        (
+            frame.write.format("lance")
+            .mode("overwrite")
+            .option("txnAppId", APP)
+            .option("txnVersion", number)
+            .save(table_uri)
+        )
+
+    with ThreadPoolExecutor(threads) as pool:
+        for number in range(1, rounds + 1):
+            barrier = threading.Barrier(threads)
+            futures = [pool.submit(write, number, w, barrier) for w in range(threads)]
+            for future in futures:
+                future.result(timeout=600)
+            # The table is one writer's rows of this round, once.
+            assert len(_writers_of(table_uri, number)) == 1
+            assert lance.dataset(table_uri).count_rows() == 10
+    commits = _commits(table_uri)
+    assert commits == {n: [n + 1] for n in range(1, rounds + 1)}
+    assert _unreferenced(table_uri) == set()
+    history = {r["version"]: r for r in LanceTable.forPath(spark, table_uri).history().collect()}
+    for [version] in commits.values():
+        assert history[version]["operation"] == "WRITE"
+        assert history[version]["operationParameters"]["mode"] == "Overwrite"
+
+
 _DRIVER = textwrap.dedent(
     """
     import json, sys, time

@@ -211,7 +211,7 @@ def test_replayed_batch_is_not_written_twice_after_hundreds_of_foreign_commits(
     assert _unreferenced(table_uri) == set()
 
 
-def test_replay_fails_rather_than_guess_when_vacuum_removed_its_commit(
+def test_replay_after_vacuum_removed_its_commit_writes_nothing_twice(
     spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
 ) -> None:
     from datetime import timedelta
@@ -228,11 +228,36 @@ def test_replay_fails_rather_than_guess_when_vacuum_removed_its_commit(
         lance.write_dataset(pa.table({"id": [100 + i], "v": ["other"]}), table_uri, mode="append")
     lance.dataset(table_uri).cleanup_old_versions(older_than=timedelta(0))
     before = lance.dataset(table_uri).version
+    assert _versions(table_uri) == [before]  # the sink's commits are gone from the history
     replay = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
-    with pytest.raises(PySparkException, match=r"cannot tell whether .* already committed"):
-        replay.processAllAvailable()
+    replay.processAllAvailable()
+    replay.stop()
+    assert (checkpoint / "commits" / "1").exists()  # Spark did run batch 1 again
     assert lance.dataset(table_uri).version == before  # nothing committed
     assert _ids(table_uri) == [*range(10), 100, 101, 102]
+
+
+def test_new_query_writes_to_a_table_whose_early_versions_were_vacuumed(
+    spark: Any, feed: Feed, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    from datetime import timedelta
+
+    for i in range(4):
+        lance.write_dataset(
+            pa.table({"id": [100 + i], "v": ["other"]}),
+            table_uri,
+            mode="append" if i else "create",
+        )
+    lance.dataset(table_uri).cleanup_old_versions(older_than=timedelta(0))
+    assert _versions(table_uri) == [4]
+    feed(range(5))
+    query = stopping(_sink(_stream(spark, feed), table_uri, tmp_path / "ck"))
+    query.processAllAvailable()
+    feed(range(5, 8))
+    query.processAllAvailable()
+    query.stop()
+    assert _ids(table_uri) == [*range(8), 100, 101, 102, 103]
+    assert [_props(table_uri, v)["lance.streaming.epochId"] for v in (5, 6)] == ["0", "1"]
 
 
 def test_failing_batch_leaves_no_version_and_no_files(

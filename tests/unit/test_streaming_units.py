@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lance_spark.errors import InvalidOptionError, VersionNotFoundError
-from lance_spark.source import transactions
-from lance_spark.source.commit import CommitInfo, append_op, commit
+from lance_spark.source import transactions, txn_markers
 from lance_spark.source.options import parse_stream_read_options, parse_write_options
 from lance_spark.source.stream_reader import Offset, classify
 
@@ -107,13 +108,29 @@ def test_classify_appends_changes_and_compaction(tmp_path: Path) -> None:
     assert classify(at(5), at(6), 6).kind == "none"  # an index
 
 
-def _txn_append(uri: str, app: str, number: int) -> None:
-    from lance.fragment import write_fragments
+def _writer(uri: str, app: str, number: int, *, ids: list[int], overwrite: bool = False) -> Any:
+    """An idempotent write of ``ids`` as (``app``, ``number``), planned, its task run: what
+    commit_results commits."""
+    from pyspark.sql.types import LongType, StructField, StructType
 
-    fragments = write_fragments(_table(range(1)), uri, mode="append")
-    latest = lance.dataset(uri).version
-    info = CommitInfo("WRITE", txn=transactions.TxnId(app, number))
-    commit(uri, append_op(fragments), read_version=latest, info=info, storage={})
+    from lance_spark.source.writer import plan_write
+
+    options = parse_write_options({"path": uri, "txnAppId": app, "txnVersion": str(number)})
+    writer = plan_write(
+        uri=uri,
+        spark_schema=StructType([StructField("id", LongType())]),
+        overwrite=overwrite,
+        options=options,
+        app_id="app-test",
+    )
+    batch = pa.record_batch([pa.array(ids, pa.int64())], names=["id"])
+    return writer, writer.write(iter([batch]))
+
+
+def _txn_write(uri: str, app: str, number: int, *, ids: list[int] | None = None) -> int | None:
+    writer, message = _writer(uri, app, number, ids=ids or [-1])
+    version: int | None = writer.commit_results([message], txn=writer._txn())
+    return version
 
 
 def _foreign_appends(uri: str, count: int) -> None:
@@ -125,58 +142,142 @@ def _check(uri: str, app: str, number: int) -> transactions.Check:
     return transactions.check(uri, transactions.TxnId(app, number), storage={})
 
 
-def test_check_finds_the_newest_commit_of_an_application_however_far_back(
-    tmp_path: Path,
+def _markers(uri: str, app: str, prefix: str) -> list[Path]:
+    folder = Path(txn_markers.app_dir(uri, app))
+    return sorted(folder.glob(f"{prefix}-*.json")) if folder.exists() else []
+
+
+@pytest.fixture
+def versions_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The versions whose transactions the checks read (the walk)."""
+    read: list[int] = []
+    original = transactions._txn_of
+
+    def counting(ds: Any, version: int, **kwargs: Any) -> Any:
+        read.append(version)
+        return original(ds, version, **kwargs)
+
+    monkeypatch.setattr(transactions, "_txn_of", counting)
+    return read
+
+
+def test_check_answers_from_the_markers_without_reading_history(
+    tmp_path: Path, versions_read: list[int]
 ) -> None:
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(_table(range(2)), uri)  # v1
-    _txn_append(uri, "a", 0)  # v2
-    _txn_append(uri, "b", 5)  # v3
-    _txn_append(uri, "a", 1)  # v4
-    _foreign_appends(uri, 250)  # v5..v254: far beyond the old bound of 100
-    for app in ("a", "b"):
-        transactions.forget(uri, app)
-    assert transactions.newest_commit(lance.dataset(uri), "a", uri=uri) == (
+    assert _txn_write(uri, "a", 0) == 2
+    assert _txn_write(uri, "b", 5) == 3
+    assert _txn_write(uri, "a", 1) == 4
+    _foreign_appends(uri, 250)  # v5..v254
+    versions_read.clear()
+    assert transactions.newest_commit(lance.dataset(uri), "a", uri=uri, storage={}) == (
         transactions.Committed(1, 4)
     )
     assert _check(uri, "a", 1).repeat == transactions.Committed(1, 4)
     assert _check(uri, "a", 0).repeat == transactions.Committed(1, 4)  # Delta's rule
     assert _check(uri, "a", 2).repeat is None
     assert _check(uri, "b", 5).repeat == transactions.Committed(5, 3)
-    found = _check(uri, "c", 0)
+    found = _check(uri, "c", 0)  # never wrote: no marker at all
     assert found.repeat is None and found.table is not None and found.table.version == 254
-    # What a worker remembers is extended by the versions committed since.
-    _foreign_appends(uri, 3)
-    _txn_append(uri, "a", 2)  # v258
-    assert _check(uri, "a", 2).repeat == transactions.Committed(2, 258)
-    assert _check(uri, "c", 0).repeat is None
+    assert versions_read == []  # no attempt file anywhere: the state files are exact
+    assert _txn_write(uri, "a", 1) is None  # a replay commits nothing
+    assert _txn_write(uri, "a", 2) == 255
+    assert lance.dataset(uri).count_rows() == 2 + 250 + 4
+    for app in ("a", "b"):
+        assert _markers(uri, app, "attempt") == []
+    assert versions_read == []
 
 
-def test_check_stops_at_the_newest_commit_and_never_guesses_past_removed_versions(
-    tmp_path: Path,
+def test_new_and_idle_writers_are_judged_exactly_on_a_vacuumed_table(
+    tmp_path: Path, versions_read: list[int]
 ) -> None:
-    from datetime import timedelta
-
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(_table(range(2)), uri)  # v1
     _foreign_appends(uri, 5)  # v2..v6
-    _txn_append(uri, "a", 3)  # v7
+    assert _txn_write(uri, "idle", 3) == 7
     _foreign_appends(uri, 5)  # v8..v12
     lance.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
-    ds = lance.dataset(uri)
     with pytest.raises(OSError, match="not found"):
-        ds.read_transaction(7)  # the commit of "a" is gone with the old versions...
-    for app in ("a", "b"):
-        transactions.forget(uri, app)
-    # ...so whether "a" (or "b", never seen) committed cannot be known: an error, no guess.
-    for app in ("a", "b"):
-        with pytest.raises(VersionNotFoundError, match=rf"whether '{app}' already committed"):
-            _check(uri, app, 4)
-    # A commit newer than the removed versions answers without reading them.
-    _txn_append(uri, "a", 4)  # v13
-    transactions.forget(uri, "a")
-    assert _check(uri, "a", 4).repeat == transactions.Committed(4, 13)
-    assert _check(uri, "a", 5).repeat is None
+        lance.dataset(uri).read_transaction(7)  # the idle writer's commit is gone
+    # The idle writer restarts: its last commit is known exactly, without version 7.
+    assert _check(uri, "idle", 3).repeat == transactions.Committed(3, 7)
+    assert _txn_write(uri, "idle", 3) is None
+    assert _txn_write(uri, "idle", 4) == 13
+    # A writer that never committed (a new streaming query) writes at once.
+    assert _check(uri, "new", 0).repeat is None
+    assert _txn_write(uri, "new", 0) == 14
+    assert _txn_write(uri, "new", 0) is None
+    assert versions_read == []
+    ds = lance.dataset(uri)
+    assert ds.count_rows() == 2 + 10 + 3
+    props = ds.read_transaction(14).transaction_properties or {}
+    assert props[transactions.PROP_TXN_APP_ID] == "new"
+
+
+def _kill_after_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next writer dies right after its Lance commit, before recording it."""
+
+    def die(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt("killed after the Lance commit")
+
+    monkeypatch.setattr(txn_markers, "record_state", die)
+
+
+def test_killed_writer_replayed_after_foreign_commits_writes_nothing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, versions_read: list[int]
+) -> None:
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(_table(range(2)), uri)  # v1
+    assert _txn_write(uri, "q", 0) == 2
+    with monkeypatch.context() as killed:
+        _kill_after_commit(killed)
+        with pytest.raises(KeyboardInterrupt):
+            _txn_write(uri, "q", 1, ids=[1000, 1001])  # commits v3, records nothing
+    assert len(_markers(uri, "q", "attempt")) == 1  # left behind by the dead writer
+    _foreign_appends(uri, 205)  # v4..v208
+    versions_read.clear()
+    assert _txn_write(uri, "q", 1, ids=[1000, 1001]) is None  # the replay
+    # Read from the latest version down to the dead writer's commit, no further.
+    assert versions_read == list(range(208, 2, -1))
+    ds = lance.dataset(uri)
+    assert ds.version == 208
+    assert ds.to_table(filter="id >= 1000")["id"].to_pylist() == [1000, 1001]
+    # That check recorded what it read: the next one reads no version again.
+    versions_read.clear()
+    assert _check(uri, "q", 1).repeat == transactions.Committed(1, 3)
+    assert versions_read == []
+    # Vacuum settles the stale attempt before cleanup removes the versions after it.
+    ds = lance.dataset(uri)
+    assert transactions.resolve_stale_attempts(ds, uri, older_than=timedelta(0), storage={}) == 1
+    assert _markers(uri, "q", "attempt") == []
+    ds.cleanup_old_versions(older_than=timedelta(0))
+    assert _check(uri, "q", 1).repeat == transactions.Committed(1, 3)
+    assert _txn_write(uri, "q", 2) == 209
+    assert versions_read == []
+
+
+def test_stale_attempt_past_cleaned_up_versions_fails_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(_table(range(2)), uri)  # v1
+    with monkeypatch.context() as killed:
+        _kill_after_commit(killed)
+        with pytest.raises(KeyboardInterrupt):
+            _txn_write(uri, "q", 0)  # commits v2, records nothing
+    _foreign_appends(uri, 3)
+    # Lance's own cleanup (not the connector's vacuum) removes v2 before any check.
+    lance.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    [attempt] = _markers(uri, "q", "attempt")
+    with pytest.raises(VersionNotFoundError, match=rf"whether 'q' already committed.*{attempt}"):
+        _txn_write(uri, "q", 0)
+    # Other applications are not affected.
+    assert _txn_write(uri, "other", 0) == 6
+    # vacuum keeps the attempt (the answer is lost) rather than guess.
+    ds = lance.dataset(uri)
+    assert transactions.resolve_stale_attempts(ds, uri, older_than=timedelta(0), storage={}) == 0
+    assert _markers(uri, "q", "attempt") == [attempt]
 
 
 def _racing_writers(uri: str, app: str, number: int, count: int) -> list[Any]:
@@ -245,3 +346,60 @@ def test_racing_idempotent_appends_commit_exactly_once(tmp_path: Path) -> None:
     # The losers deleted what they wrote: every data file belongs to the latest version.
     referenced = {f.path for fragment in ds.get_fragments() for f in fragment.metadata.files}
     assert {p.name for p in (Path(uri) / "data").iterdir()} == referenced
+    # Every writer settled its attempt; the state files only move forward.
+    assert _markers(uri, "race", "attempt") == []
+    states = [json.loads(p.read_text()) for p in _markers(uri, "race", "state")]
+    covers = [int(p.stem.split("-")[1]) for p in _markers(uri, "race", "state")]
+    assert 1 <= len(states) <= txn_markers.KEEP_STATES + 1
+    assert covers == sorted(covers) and covers[-1] >= max(commits)
+    numbers = [s["txn_version"] for s in states]
+    assert numbers == sorted(numbers) and numbers[-1] == rounds - 1
+    assert states[-1]["table_version"] == max(commits)
+
+
+def test_racing_idempotent_overwrites_commit_exactly_once(tmp_path: Path) -> None:
+    """4 threads overwrite the table as the same (app, version) at the same instant, over 4
+    rounds: each round commits once, as an overwrite the change feed recognises."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lance_spark.source import dataset
+
+    uri = str(tmp_path / "t.lance")
+    lance.write_dataset(_table(range(2)), uri, enable_stable_row_ids=True)
+    threads, rounds = 4, 4
+    committed = []
+    for number in range(rounds):
+        writers = [
+            _writer(uri, "ow", number, ids=[number * 100 + i] * 2, overwrite=True)
+            for i in range(threads)
+        ]
+        barrier = threading.Barrier(threads)
+
+        def commit_one(
+            i: int, writers: list[Any] = writers, barrier: threading.Barrier = barrier
+        ) -> int | None:
+            writer, message = writers[i]
+            barrier.wait(timeout=60)
+            version: int | None = writer.commit_results([message], txn=writer._txn())
+            return version
+
+        with ThreadPoolExecutor(threads) as pool:
+            got = list(pool.map(commit_one, range(threads)))
+        assert sum(v is not None for v in got) == 1, got
+        [version] = [v for v in got if v is not None]
+        winner = got.index(version)
+        ds = lance.dataset(uri)
+        assert ds.version == version
+        assert ds.to_table()["id"].to_pylist() == [number * 100 + winner] * 2
+        assert dataset.operation(ds, version) == "Overwrite"
+        committed.append(version)
+    assert committed == list(range(2, 2 + rounds))
+    # The losers deleted what they wrote: every data file is some version's.
+    referenced = {
+        f.path
+        for v in range(1, ds.version + 1)
+        for fragment in lance.dataset(uri, version=v).get_fragments()
+        for f in fragment.metadata.files
+    }
+    assert {p.name for p in (Path(uri) / "data").iterdir()} == referenced
+    assert _markers(uri, "ow", "attempt") == []
