@@ -160,3 +160,32 @@ def test_a_connect_server_without_the_jar_is_reported_and_answers_right(
 def test_companion_enabled_asks_the_connect_server(connect_spark: Any) -> None:
     """The tests' Connect server is started with ``spark_conf()``: it loaded the companion."""
     assert lance_spark.companion_enabled(connect_spark) is True
+
+
+def test_doctor_passes_in_a_working_installation(tmp_path: Path) -> None:
+    """``python -m lance_spark doctor`` outside the repository, without its conf: every check
+    ok (Java, the jar, the workers' interpreter, the companion in a live session, a Lance
+    round trip through Spark, the recommended settings from configure)."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env.pop("SPARK_CONF_DIR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "lance_spark", "doctor"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    names = [ln.split(":")[0] for ln in lines if ln.startswith("ok")]
+    assert names == [
+        "ok    java",
+        "ok    companion jar",
+        "ok    worker python",
+        "ok    companion in session",
+        "ok    write and read",
+        "ok    recommended settings",
+    ]
+    assert lines[-1] == "all checks passed"
