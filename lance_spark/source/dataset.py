@@ -443,7 +443,7 @@ def _manifests(uri: str, storage: Mapping[str, str]) -> dict[int, str]:
     """version -> manifest file, from a listing of ``_versions/`` (either naming scheme)."""
     directory = f"{uri.rstrip('/')}/{_VERSIONS_DIR}"
     try:
-        fs, root = staging._fs(directory, storage)
+        fs, root = staging.table_fs(directory, storage)
         names = [str(p).rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
     except OSError:
         return {}
@@ -582,7 +582,7 @@ _LANCE_MAGIC = b"LANC"  # the last bytes of every Lance data file
 def _tail(file: str, storage: Mapping[str, str]) -> tuple[int, bytes] | None:
     """(size, last four bytes) of ``file``; None when it cannot be read."""
     try:
-        fs, path = staging._fs(file, storage)
+        fs, path = staging.table_fs(file, storage)
         size = int(fs.size(path))
         end = fs.cat_file(path, start=max(0, size - 4), end=size) if size else b""
         return size, bytes(end)

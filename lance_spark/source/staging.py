@@ -89,10 +89,10 @@ _BEGIN_ATTEMPTS = 20
 
 def begin_job(table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
     """Driver side, before any task runs: mark the job open."""
-    fs, root = _fs(_job_dir(table_uri, job_id), storage)
+    fs, root = table_fs(_job_dir(table_uri, job_id), storage)
     for attempt in range(_BEGIN_ATTEMPTS):
         try:
-            if _is_local(fs):  # (s3fs would create a missing bucket)
+            if is_local(fs):  # (s3fs would create a missing bucket)
                 fs.makedirs(root, exist_ok=True)
             fs.touch(f"{root}/{OPEN_MARKER}")
             return
@@ -153,7 +153,7 @@ def _close(
     read_version: int | None,
     storage: Mapping[str, str],
 ) -> int:
-    fs, root = _fs(_job_dir(table_uri, job_id), storage)
+    fs, root = table_fs(_job_dir(table_uri, job_id), storage)
     open_marker = f"{root}/{OPEN_MARKER}"
     if fs.exists(open_marker):
         fs.rm(open_marker)  # from here on, a late task deletes what it writes itself
@@ -225,7 +225,7 @@ def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:
     """Delete the given files; a file already gone is fine. Returns how many were removed."""
     removed = 0
     for uri in uris:
-        fs, path = _fs(uri, storage)
+        fs, path = table_fs(uri, storage)
         if fs.exists(path):
             fs.rm(path)
             removed += 1
@@ -264,7 +264,7 @@ class TaskFiles:
     def __init__(self, table_uri: str, job_id: str, *, storage: Mapping[str, str]) -> None:
         self._uri = table_uri
         self._storage = storage
-        self._fs, self._root = _fs(_job_dir(table_uri, job_id), storage)
+        self._fs, self._root = table_fs(_job_dir(table_uri, job_id), storage)
         self._recorded: set[str] = set()
         self._local_root = _local_root(self._fs, table_uri, storage)
         self._fds: frozenset[str] | None = None  # the descriptors of the last check
@@ -368,20 +368,20 @@ def _open_temporaries(local_root: str, fds: Iterable[str]) -> set[str]:
 
 def _local_root(fs: Any, table_uri: str, storage: Mapping[str, str]) -> str | None:
     """The table's real local path, when it is on the local file system."""
-    if not _is_local(fs):
+    if not is_local(fs):
         return None
-    _, path = _fs(table_uri, storage)
+    _, path = table_fs(table_uri, storage)
     return os.path.realpath(path)
 
 
-def _is_local(fs: Any) -> bool:
+def is_local(fs: Any) -> bool:
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     return "file" in protocols or "local" in protocols
 
 
 def _write_atomically(fs: Any, path: str, doc: Mapping[str, Any]) -> None:
     data = json.dumps(doc).encode()
-    if not _is_local(fs):
+    if not is_local(fs):
         fs.pipe_file(path, data)  # an object store's PUT is atomic
         return
     fs.makedirs(os.path.dirname(path), exist_ok=True)
@@ -426,8 +426,8 @@ class Orphans:
     def remove(self, table_uri: str, *, storage: Mapping[str, str]) -> None:
         """Delete the files, then (only when all of them went) the markers."""
         delete_files((table_file_uri(table_uri, f.path) for f in self.files), storage=storage)
-        fs, root = _fs(table_uri, storage)
-        if _is_local(fs):  # an index's files are in a folder of their own
+        fs, root = table_fs(table_uri, storage)
+        if is_local(fs):  # an index's files are in a folder of their own
             for folder in sorted({f.path.rsplit("/", 1)[0] for f in self.files}, reverse=True):
                 if folder.startswith(f"{_SWEPT_KINDS['index']}/"):
                     with contextlib.suppress(OSError):
@@ -555,8 +555,8 @@ def _files_at(
 
 def _root_key(uri: str, *, storage: Mapping[str, str]) -> str:
     """A location, comparable whatever its spelling (``file://``, a symlink, a trailing /)."""
-    fs, path = _fs(uri, storage)
-    return os.path.realpath(path) if _is_local(fs) else path.rstrip("/")
+    fs, path = table_fs(uri, storage)
+    return os.path.realpath(path) if is_local(fs) else path.rstrip("/")
 
 
 def _read_version(path: str) -> int:
@@ -571,7 +571,7 @@ def _stale_jobs(
     table_uri: str, cutoff: float, *, storage: Mapping[str, str]
 ) -> dict[str, list[str]]:
     """The staging folders of jobs nothing touched since ``cutoff``, with their files."""
-    fs, root = _fs(_staging_dir(table_uri), storage)
+    fs, root = table_fs(_staging_dir(table_uri), storage)
     fs.invalidate_cache(root)
     if not fs.exists(root):
         return {}
@@ -579,7 +579,7 @@ def _stale_jobs(
     for job in fs.ls(root, detail=False):
         found = fs.find(job, detail=True)
         # An empty folder (a job killed while creating it) is as old as itself.
-        newest = max(_mtime(i) for i in found.values()) if found else _mtime(fs.info(job))
+        newest = max(file_mtime(i) for i in found.values()) if found else file_mtime(fs.info(job))
         if newest < cutoff:
             stale[job] = sorted(found)
     return stale
@@ -599,7 +599,7 @@ def _finished_jobs(
     still tell what they wrote."""
     done = []
     for job, found in sorted(jobs.items()):
-        fs, _ = _fs(job, storage)
+        fs, _ = table_fs(job, storage)
         named = Recorded()
         try:
             for marker in (p for p in found if p.endswith(".json")):
@@ -630,7 +630,7 @@ def _finished_jobs(
 
 
 def _exists(uri: str, *, storage: Mapping[str, str]) -> bool:
-    fs, path = _fs(uri, storage)
+    fs, path = table_fs(uri, storage)
     return bool(fs.exists(path))
 
 
@@ -640,17 +640,17 @@ def _listing(
     """Every file under ``folders`` of the table: (modification time, size)."""
     listed: dict[str, tuple[float, int]] = {}
     for folder in folders:
-        fs, root = _fs(table_file_uri(table_uri, folder), storage)
+        fs, root = table_fs(table_file_uri(table_uri, folder), storage)
         fs.invalidate_cache(root)
         if not fs.exists(root):
             continue
         for path, info in fs.find(root, detail=True).items():
             relative = f"{folder}/{path[len(root) :].lstrip('/')}"
-            listed[relative] = (_mtime(info), int(info.get("size") or 0))
+            listed[relative] = (file_mtime(info), int(info.get("size") or 0))
     return listed
 
 
-def _mtime(info: Mapping[str, Any]) -> float:
+def file_mtime(info: Mapping[str, Any]) -> float:
     value = info.get("mtime", info.get("LastModified"))
     if isinstance(value, datetime):
         return value.timestamp()
@@ -664,14 +664,14 @@ def _mtime(info: Mapping[str, Any]) -> float:
 
 def remove_table(table_uri: str, *, storage: Mapping[str, str]) -> None:
     """Delete every file of the table at ``table_uri`` (a managed table that was dropped)."""
-    fs, root = _fs(table_uri, storage)
+    fs, root = table_fs(table_uri, storage)
     if fs.exists(root):
         fs.rm(root, recursive=True)
 
 
 def _remove_empty_dirs(fs: Any, job_root: str) -> None:
     """Local file systems keep empty folders; object stores have none to remove."""
-    if not _is_local(fs):
+    if not is_local(fs):
         return
     for folder in (job_root, job_root.rsplit("/", 1)[0], job_root.rsplit("/", 2)[0]):
         try:
@@ -688,7 +688,7 @@ def _staging_dir(table_uri: str) -> str:
     return f"{table_uri.rstrip('/')}/{STAGING_DIR}"
 
 
-def _fs(uri: str, storage: Mapping[str, str]) -> tuple[Any, str]:
+def table_fs(uri: str, storage: Mapping[str, str]) -> tuple[Any, str]:
     fs, path = fsspec.core.url_to_fs(uri, **_fs_kwargs(uri, storage))
     return fs, str(path)
 

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lance_spark.source.staging import _fs, _is_local, _mtime
+from lance_spark.source.staging import file_mtime, is_local, table_fs
 
 _log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def app_dir(table_uri: str, app_id: str) -> str:
 def read(table_uri: str, app_id: str, *, storage: Mapping[str, str]) -> Markers:
     """The application's attempt files, then its newest state file (in that order: see the
     module's docstring)."""
-    fs, root = _fs(app_dir(table_uri, app_id), storage)
+    fs, root = table_fs(app_dir(table_uri, app_id), storage)
     attempts = tuple(_read_attempt(fs, path, info) for path, info in _listed(fs, root, _ATTEMPT))
     for _ in range(_READ_ATTEMPTS):
         states = sorted(_listed(fs, root, _STATE))
@@ -97,14 +97,14 @@ def begin_attempt(
     table_uri: str, app_id: str, *, read_version: int, storage: Mapping[str, str]
 ) -> str:
     """Write an attempt file; returns its path (for :func:`end_attempt`)."""
-    fs, root = _fs(app_dir(table_uri, app_id), storage)
+    fs, root = table_fs(app_dir(table_uri, app_id), storage)
     path = f"{root}/{_ATTEMPT}{uuid.uuid4().hex}{_SUFFIX}"
     _write(fs, path, {"app_id": app_id, "read_version": int(read_version)})
     return path
 
 
 def end_attempt(path: str, *, storage: Mapping[str, str]) -> None:
-    fs, local = _fs(path, storage)
+    fs, local = table_fs(path, storage)
     with contextlib.suppress(FileNotFoundError):  # vacuum settled it already
         fs.rm(local)
 
@@ -120,7 +120,7 @@ def record_state(
 ) -> None:
     """Write ``state-<covers>.json`` (see the module's docstring: the caller knows the answer
     for every version up to ``covers``), then prune all but the newest few."""
-    fs, root = _fs(app_dir(table_uri, app_id), storage)
+    fs, root = table_fs(app_dir(table_uri, app_id), storage)
     path = f"{root}/{_STATE}{covers:020d}{_SUFFIX}"
     doc = {"app_id": app_id, "txn_version": txn_version, "table_version": table_version}
     _write(fs, path, doc)
@@ -132,7 +132,7 @@ def record_state(
 
 def app_ids(table_uri: str, *, storage: Mapping[str, str]) -> list[str]:
     """The folders of the applications with markers (full paths)."""
-    fs, root = _fs(f"{table_uri.rstrip('/')}/{TXN_DIR}", storage)
+    fs, root = table_fs(f"{table_uri.rstrip('/')}/{TXN_DIR}", storage)
     fs.invalidate_cache(root)
     try:
         return sorted(str(p) for p in fs.ls(root, detail=False))
@@ -142,7 +142,7 @@ def app_ids(table_uri: str, *, storage: Mapping[str, str]) -> list[str]:
 
 def app_id_of(folder: str, *, storage: Mapping[str, str]) -> str | None:
     """The application whose markers are in ``folder`` (None: no readable marker)."""
-    fs, root = _fs(folder, storage)
+    fs, root = table_fs(folder, storage)
     for path, _ in sorted(_listed(fs, root, "")):
         try:
             app = _load(fs, path).get("app_id")
@@ -155,21 +155,21 @@ def app_id_of(folder: str, *, storage: Mapping[str, str]) -> str | None:
 
 def stale_attempts(folder: str, *, cutoff: float, storage: Mapping[str, str]) -> list[Attempt]:
     """The attempt files in ``folder`` last modified before ``cutoff``."""
-    fs, root = _fs(folder, storage)
+    fs, root = table_fs(folder, storage)
     found = (_read_attempt(fs, p, info) for p, info in _listed(fs, root, _ATTEMPT))
     return [a for a in found if a is not None and a.mtime < cutoff]
 
 
 def remove_partials(folder: str, *, cutoff: float, storage: Mapping[str, str]) -> int:
     """Delete the temporaries of writes killed before ``cutoff`` (local file systems)."""
-    fs, root = _fs(folder, storage)
+    fs, root = table_fs(folder, storage)
     removed = 0
     try:
         listed = fs.ls(root, detail=True)
     except FileNotFoundError:
         return 0
     for info in listed:
-        if str(info["name"]).endswith(_PARTIAL) and _mtime(info) < cutoff:
+        if str(info["name"]).endswith(_PARTIAL) and file_mtime(info) < cutoff:
             fs.rm(info["name"])
             removed += 1
     return removed
@@ -194,7 +194,7 @@ def _read_attempt(fs: Any, path: str, info: Mapping[str, Any]) -> Attempt | None
         doc = _load(fs, path)
     except FileNotFoundError:
         return None  # its writer finished meanwhile (after recording a state)
-    return Attempt(path, int(doc["read_version"]), _mtime(info))
+    return Attempt(path, int(doc["read_version"]), file_mtime(info))
 
 
 def _covers(path: str) -> int:
@@ -213,7 +213,7 @@ def _write(fs: Any, path: str, doc: Mapping[str, Any]) -> None:
     """A whole file or none: an object store's put, or a local temporary renamed (its own
     name, as two writers may write the same state file at once)."""
     data = json.dumps(doc).encode()
-    if not _is_local(fs):
+    if not is_local(fs):
         fs.pipe_file(path, data)
         return
     partial = f"{path}.{uuid.uuid4().hex}{_PARTIAL}"
