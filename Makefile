@@ -21,13 +21,14 @@ help: ## Show the targets
 
 venv: $(STAMP) ## Create .venv and install the package with its dev and notebook tools
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=/path/to/python3.11"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@# compat: the checkout itself goes on sys.path, so Spark's discovery of pyspark_* modules
 	@# (pkgutil.iter_modules: path entries only, not setuptools' editable finder) sees pyspark_lance
-	$(PY) -m pip install --quiet -e ".[dev,notebook]" --config-settings editable_mode=compat
+	@# constraints.txt: the exact versions the tests run on, within pyproject.toml's ranges
+	$(PY) -m pip install --quiet -e ".[dev,notebook]" -c constraints.txt --config-settings editable_mode=compat
 	@touch $(STAMP)
 
 java: ## Check for a JDK 17+ (installs OpenJDK 17 with apt when missing and running as root)
