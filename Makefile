@@ -14,7 +14,7 @@ JAR    := lance_spark/jars/lance-spark-companion.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 
 .DEFAULT_GOAL := help
-.PHONY: help demo bench bench-scale test test-unit lint clean java venv jar
+.PHONY: help demo bench bench-scale test test-unit lint clean java venv jar dist
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,9 +36,13 @@ java: ## Check for a JDK 17+ (installs OpenJDK 17 with apt when missing and runn
 
 jar: $(JAR) ## Build the JVM companion jar (javac against the pyspark wheel's jars)
 
+# Strict: javac's warnings are errors here (a user's wheel build is lenient, see jvm/build.sh).
 $(JAR): $(STAMP) $(JAVA_SOURCES) jvm/build.sh
 	@bash scripts/ensure-java.sh
-	@bash jvm/build.sh $(PY) $@
+	@LANCE_SPARK_JAVAC_STRICT=1 bash jvm/build.sh $(PY) $@
+
+dist: $(STAMP) ## Build the sdist and the wheel (jar included) into dist/, as python -m build does
+	$(PY) -m build --no-isolation --outdir dist .
 
 demo: $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lance") headless; prints its HTML copy
 	$(PY) notebooks/run_notebook.py notebooks/time_machine.ipynb
@@ -56,9 +60,9 @@ test-unit: $(STAMP) ## Run the fast tests that need no JVM
 	$(PY) -m pytest tests/unit
 
 lint: $(STAMP) ## ruff and mypy
-	$(VENV)/bin/ruff check lance_spark tests notebooks benchmarks
-	$(VENV)/bin/ruff format --check lance_spark tests notebooks benchmarks
-	$(VENV)/bin/mypy lance_spark benchmarks
+	$(VENV)/bin/ruff check lance_spark tests notebooks benchmarks build_backend
+	$(VENV)/bin/ruff format --check lance_spark tests notebooks benchmarks build_backend
+	$(VENV)/bin/mypy lance_spark benchmarks build_backend
 
 clean: ## Remove the venv, caches and generated data
 	rm -rf $(VENV) $(dir $(JAR)) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data
