@@ -14,7 +14,7 @@ JAR    := lance_spark/jars/lance-spark-companion.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 
 .DEFAULT_GOAL := help
-.PHONY: help demo bench bench-scale test test-unit lint clean java venv jar dist
+.PHONY: help demo bench bench-scale test test-unit lint clean java jdk venv jar dist
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,29 +31,32 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -e ".[dev,notebook]" -c constraints.txt --config-settings editable_mode=compat
 	@touch $(STAMP)
 
-java: ## Check for a JDK 17+ (installs OpenJDK 17 with apt when missing and running as root)
+java: ## Install OpenJDK 17 with apt-get when no JDK 17+ is on PATH (as root), then check
+	@bash scripts/ensure-java.sh --install
+
+# Checks only (never installs): the targets that build the jar run it first, before the venv.
+jdk:
 	@bash scripts/ensure-java.sh
 
-jar: $(JAR) ## Build the JVM companion jar (javac against the pyspark wheel's jars)
+jar: jdk $(JAR) ## Build the JVM companion jar (javac against the pyspark wheel's jars)
 
 # Strict: javac's warnings are errors here (a user's wheel build is lenient, see jvm/build.sh).
 $(JAR): $(STAMP) $(JAVA_SOURCES) jvm/build.sh
-	@bash scripts/ensure-java.sh
 	@LANCE_SPARK_JAVAC_STRICT=1 bash jvm/build.sh $(PY) $@
 
-dist: $(STAMP) ## Build the sdist and the wheel (jar included) into dist/, as python -m build does
+dist: jdk $(STAMP) ## Build the sdist and the wheel (jar included) into dist/, as python -m build does
 	$(PY) -m build --no-isolation --outdir dist .
 
-demo: $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lance") headless; prints its HTML copy
+demo: jdk $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lance") headless; prints its HTML copy
 	$(PY) notebooks/run_notebook.py notebooks/time_machine.ipynb
 
-bench: $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
+bench: jdk $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
 
-bench-scale: $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
+bench-scale: jdk $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
 	$(PY) -m benchmarks.scale --out BENCHMARKS.md
 
-test: $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
+test: jdk $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
 	$(PY) -m pytest
 
 test-unit: $(STAMP) ## Run the fast tests that need no JVM
