@@ -112,8 +112,13 @@ def user_venv(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _user_env(venv: Path) -> dict[str, str]:
-    """A user's shell: the new venv's python for Spark's workers, no repository settings."""
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONF_DIR", "PYTHONPATH")}
+    """A user's shell: the new venv's python for Spark's workers, no repository settings
+    (SPARK_CONF_DIR) and nothing a Spark session of this test run left in the environment."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "PYTHONPATH" and not k.startswith(("SPARK_", "PYSPARK_", "_PYSPARK"))
+    }
     python = str(venv / "bin" / "python")
     env.update(
         PYSPARK_PYTHON=python,
