@@ -14,50 +14,58 @@ JAR    := lance_spark/jars/lance-spark-companion.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 
 .DEFAULT_GOAL := help
-.PHONY: help demo bench bench-scale test test-unit lint clean java venv jar
+.PHONY: help demo bench bench-scale test test-unit lint clean java jdk venv jar dist
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 venv: $(STAMP) ## Create .venv and install the package with its dev and notebook tools
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=/path/to/python3.11"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@# compat: the checkout itself goes on sys.path, so Spark's discovery of pyspark_* modules
 	@# (pkgutil.iter_modules: path entries only, not setuptools' editable finder) sees pyspark_lance
-	$(PY) -m pip install --quiet -e ".[dev,notebook]" --config-settings editable_mode=compat
+	@# constraints.txt: the exact versions the tests run on, within pyproject.toml's ranges
+	$(PY) -m pip install --quiet -e ".[dev,notebook]" -c constraints.txt --config-settings editable_mode=compat
 	@touch $(STAMP)
 
-java: ## Check for a JDK 17+ (installs OpenJDK 17 with apt when missing and running as root)
+java: ## Install OpenJDK 17 with apt-get when no JDK 17+ is on PATH (as root), then check
+	@bash scripts/ensure-java.sh --install
+
+# Checks only (never installs): the targets that build the jar run it first, before the venv.
+jdk:
 	@bash scripts/ensure-java.sh
 
-jar: $(JAR) ## Build the JVM companion jar (javac against the pyspark wheel's jars)
+jar: jdk $(JAR) ## Build the JVM companion jar (javac against the pyspark wheel's jars)
 
+# Strict: javac's warnings are errors here (a user's wheel build is lenient, see jvm/build.sh).
 $(JAR): $(STAMP) $(JAVA_SOURCES) jvm/build.sh
-	@bash scripts/ensure-java.sh
-	@bash jvm/build.sh $(PY) $@
+	@LANCE_SPARK_JAVAC_STRICT=1 bash jvm/build.sh $(PY) $@
 
-demo: $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lance") headless; prints its HTML copy
+dist: jdk $(STAMP) ## Build the sdist and the wheel (jar included) into dist/, as python -m build does
+	$(PY) -m build --no-isolation --outdir dist .
+
+demo: jdk $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lance") headless; prints its HTML copy
 	$(PY) notebooks/run_notebook.py notebooks/time_machine.ipynb
 
-bench: $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
+bench: jdk $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
 
-bench-scale: $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
+bench-scale: jdk $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
 	$(PY) -m benchmarks.scale --out BENCHMARKS.md
 
-test: $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
+test: jdk $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
 	$(PY) -m pytest
 
 test-unit: $(STAMP) ## Run the fast tests that need no JVM
 	$(PY) -m pytest tests/unit
 
 lint: $(STAMP) ## ruff and mypy
-	$(VENV)/bin/ruff check lance_spark tests notebooks benchmarks
-	$(VENV)/bin/ruff format --check lance_spark tests notebooks benchmarks
-	$(VENV)/bin/mypy lance_spark benchmarks
+	$(VENV)/bin/ruff check lance_spark tests notebooks benchmarks build_backend
+	$(VENV)/bin/ruff format --check lance_spark tests notebooks benchmarks build_backend
+	$(VENV)/bin/mypy lance_spark benchmarks build_backend
 
 clean: ## Remove the venv, caches and generated data
 	rm -rf $(VENV) $(dir $(JAR)) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data

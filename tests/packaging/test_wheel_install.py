@@ -1,0 +1,194 @@
+"""What a user installs is the product: the wheel and the sdist built from a clean copy of the
+repository, the wheel installed into a new virtualenv outside it, then used from there.
+
+``python -m build`` builds the sdist, then the wheel from the unpacked sdist: the wheel's jar
+proves the sdist can rebuild the companion. The build runs without isolation, in the project
+venv (the same setuptools and pyspark an isolated build installs, without downloading them).
+The new virtualenv gets the wheel with plain ``pip install``, as a user does; its dependencies
+are held to constraints.txt (the versions make test runs on) and come from pip's cache, which
+make venv filled (about 45 s on two cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).resolve().with_name("_user_script.py")
+JAR = "lance_spark/jars/lance-spark-companion.jar"
+TIMEOUT = 1200
+
+
+def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=TIMEOUT, check=False, **kwargs
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"{cmd} exited with {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
+        )
+    return done
+
+
+def _clean_copy(dest: Path) -> Path:
+    """The repository's files as a fresh clone has them, with this working tree's changes:
+    tracked and untracked files, not ignored ones (no .venv, no jar, no build output)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():  # a tracked file deleted in the working tree is left out
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    src = _clean_copy(tmp_path_factory.mktemp("src"))
+    assert not (src / JAR).exists()
+    out = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)])
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_the_wheel_is_pure_python_with_the_companion_jar(dist: dict[str, Path]) -> None:
+    wheel = dist["wheel"]
+    assert wheel.name == "lance_spark-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as whl:
+        names = set(whl.namelist())
+        assert {JAR, "lance_spark/py.typed", "pyspark_lance.py", "lance_spark_daemon.py"} <= names
+        tags = whl.read("lance_spark-0.1.0.dist-info/WHEEL").decode()
+        metadata = whl.read("lance_spark-0.1.0.dist-info/METADATA").decode()
+        license_text = whl.read("lance_spark-0.1.0.dist-info/licenses/LICENSE").decode()
+        jar = whl.read(JAR)
+    assert "Tag: py3-none-any" in tags and "Root-Is-Purelib: true" in tags
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Requires-Dist: pyspark<4.4,>=4.3.0" in metadata
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    jar_path = dist["wheel"].parent / "companion.jar"
+    jar_path.write_bytes(jar)
+    with zipfile.ZipFile(jar_path) as classes:
+        assert "lance_spark/companion/LanceExtensions.class" in classes.namelist()
+
+
+def test_the_sdist_has_what_rebuilds_the_jar(dist: dict[str, Path]) -> None:
+    with tarfile.open(dist["sdist"]) as sdist:
+        names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
+    assert {"LICENSE", "README.md", "jvm/build.sh", "build_backend/lance_spark_build.py"} <= names
+    java = {n for n in names if n.startswith("jvm/src/") and n.endswith(".java")}
+    assert java == {str(p.relative_to(REPO)) for p in (REPO / "jvm" / "src").rglob("*.java")}
+    assert not [n for n in names if n.endswith((".jar", ".class"))]
+
+
+@pytest.fixture(scope="module")
+def user_venv(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("user") / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    python = venv / "bin" / "python"
+    _run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "-c", str(REPO / "constraints.txt"), str(dist["wheel"])],
+    )  # fmt: skip
+    return venv
+
+
+def _user_env(venv: Path) -> dict[str, str]:
+    """A user's shell: the new venv's python for Spark's workers, no repository settings
+    (SPARK_CONF_DIR) and nothing a Spark session of this test run left in the environment."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "PYTHONPATH" and not k.startswith(("SPARK_", "PYSPARK_", "_PYSPARK"))
+    }
+    python = str(venv / "bin" / "python")
+    env.update(
+        PYSPARK_PYTHON=python,
+        PYSPARK_DRIVER_PYTHON=python,
+        VIRTUAL_ENV=str(venv),
+        PATH=os.pathsep.join([str(venv / "bin"), env.get("PATH", "")]),
+    )
+    return env
+
+
+def _result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, f"no RESULT line\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
+def _check(result: dict[str, Any], venv: Path) -> None:
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    package = site / "lance_spark"
+    assert Path(result["lance_spark"]).parent == package  # the installed copy, not the checkout
+    assert result["jar"] == str(package / "jars" / "lance-spark-companion.jar")
+    assert result["jar_exists"] is True
+    assert result["companion_enabled"] is True
+    # The counts a plain Python computation gives (100 rows, k = id % 3).
+    ids = range(100)
+    assert result["cats"] == [1, 3]
+    assert result["pets_after_filter"] == 4
+    assert result["k1"] == sum(1 for i in ids if i % 3 == 1) == 33
+    assert result["all_after_k1"] == 100
+    assert result["view_k0"] == sum(1 for i in ids if i % 3 == 0) == 34
+    assert result["view_k1"] == 33
+    assert result["self_join"] == sum(1 for i in ids if i % 3 == 1 and i + 1 < 100) == 33
+
+
+def test_the_installed_wheel_runs_the_quick_start_and_reuse_patterns(
+    user_venv: Path, tmp_path: Path
+) -> None:
+    script = shutil.copy(SCRIPT, tmp_path / "quick_start.py")
+    done = _run(
+        [str(user_venv / "bin" / "python"), str(script), "register", str(tmp_path / "data")],
+        cwd=tmp_path,
+        env=_user_env(user_venv),
+    )
+    result = _result(done)
+    _check(result, user_venv)
+    assert not [w for w in result["warnings"] if "companion" in w], result["warnings"]
+
+
+def test_spark_submit_with_spark_conf(user_venv: Path, tmp_path: Path) -> None:
+    env = _user_env(user_venv)
+    python = str(user_venv / "bin" / "python")
+    conf = json.loads(
+        _run(
+            [python, "-c", "import json, lance_spark; print(json.dumps(lance_spark.spark_conf()))"],
+            cwd=tmp_path,
+            env=env,
+        ).stdout
+    )
+    script = shutil.copy(SCRIPT, tmp_path / "job.py")
+    args = [f"--conf={key}={value}" for key, value in conf.items()]
+    done = _run(
+        [str(user_venv / "bin" / "spark-submit"), "--master", "local[2]", *args,
+         str(script), "submit", str(tmp_path / "data")],
+        cwd=tmp_path,
+        env=env,
+    )  # fmt: skip
+    result = _result(done)
+    _check(result, user_venv)
+    # spark-submit hands Spark the jar as a file: URI
+    jars = [j.removeprefix("file://") for j in result["spark_jars"].split(",")]
+    assert result["jar"] in jars
+    assert result["companion_before_register"] is True
