@@ -26,11 +26,7 @@ mode, root = sys.argv[1], sys.argv[2]
 caught: list[str] = []
 warnings.showwarning = lambda message, *args, **kwargs: caught.append(str(message))
 
-companion_enabled = getattr(lance_spark, "companion_enabled", None)
-if companion_enabled is None:  # before it was public
-    from lance_spark import _spark
-
-    companion_enabled = _spark.companion_enabled
+companion_enabled = lance_spark.companion_enabled
 
 result: dict[str, object] = {}
 if mode == "register":
@@ -42,10 +38,11 @@ else:
     result["companion_before_register"] = bool(companion_enabled(spark))
 lance_spark.register(spark)  # idempotent: a script calls it whatever started the session
 
+jar_path = lance_spark._spark.companion_jar_path()  # companion_jar() raises without the jar
 result |= {
     "lance_spark": lance_spark.__file__,
-    "jar": lance_spark.companion_jar(),
-    "jar_exists": os.path.isfile(lance_spark.companion_jar()),
+    "jar": jar_path,
+    "jar_exists": os.path.isfile(jar_path),
     "spark_jars": spark.conf.get("spark.jars", ""),
 }
 

@@ -136,13 +136,17 @@ def _result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return result
 
 
-def _check(result: dict[str, Any], venv: Path) -> None:
+def _installed_jar(venv: Path) -> Path:
     site = next((venv / "lib").glob("python3*/site-packages"))
-    package = site / "lance_spark"
+    return site / JAR
+
+
+def _check(result: dict[str, Any], venv: Path, *, jar: bool = True) -> None:
+    package = _installed_jar(venv).parent.parent
     assert Path(result["lance_spark"]).parent == package  # the installed copy, not the checkout
-    assert result["jar"] == str(package / "jars" / "lance-spark-companion.jar")
-    assert result["jar_exists"] is True
-    assert result["companion_enabled"] is True
+    assert result["jar"] == str(_installed_jar(venv))
+    assert result["jar_exists"] is jar
+    assert result["companion_enabled"] is jar
     # The counts a plain Python computation gives (100 rows, k = id % 3).
     ids = range(100)
     assert result["cats"] == [1, 3]
@@ -192,3 +196,27 @@ def test_spark_submit_with_spark_conf(user_venv: Path, tmp_path: Path) -> None:
     jars = [j.removeprefix("file://") for j in result["spark_jars"].split(",")]
     assert result["jar"] in jars
     assert result["companion_before_register"] is True
+
+
+def test_without_the_jar_the_answers_stay_right_and_one_line_says_why(
+    user_venv: Path, tmp_path: Path
+) -> None:
+    """The installed package with its jar removed (a wheel built without one): the same
+    script gives the same counts, slower, and hears one line saying what to do."""
+    jar = _installed_jar(user_venv)
+    kept = tmp_path / "kept.jar"
+    shutil.move(jar, kept)
+    try:
+        script = shutil.copy(SCRIPT, tmp_path / "quick_start.py")
+        done = _run(
+            [str(user_venv / "bin" / "python"), str(script), "register", str(tmp_path / "data")],
+            cwd=tmp_path,
+            env=_user_env(user_venv),
+        )
+    finally:
+        shutil.move(kept, jar)
+    result = _result(done)
+    _check(result, user_venv, jar=False)
+    said = [w for w in result["warnings"] if "companion" in w]
+    assert len(said) == 1 and "\n" not in said[0], said
+    assert "right but slower" in said[0] and "reinstall lance_spark" in said[0]
