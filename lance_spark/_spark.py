@@ -1251,7 +1251,7 @@ _JARS_CONF = "spark.jars"
 
 
 # Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
-COMPANION_PROTOCOL = 1
+COMPANION_PROTOCOL = 2
 # The SQL function the companion adds to the sessions it is loaded in: its PROTOCOL.
 COMPANION_PROTOCOL_FUNCTION = "lance_companion_protocol"
 

@@ -119,7 +119,7 @@ def resolve_stale_attempts(
             continue
         for attempt in stale:
             if attempt.path in seen:
-                txn_markers.end_attempt(attempt.path, storage=storage)
+                txn_markers.end_attempt(uri, attempt.path, storage=storage)
                 removed += 1
     return removed
 

@@ -103,10 +103,12 @@ def begin_attempt(
     return path
 
 
-def end_attempt(path: str, *, storage: Mapping[str, str]) -> None:
-    fs, local = table_fs(path, storage)
+def end_attempt(table_uri: str, path: str, *, storage: Mapping[str, str]) -> None:
+    """Remove the attempt file at ``path`` (in the file system of the table at
+    ``table_uri``: an object store's paths carry no scheme)."""
+    fs, _ = table_fs(table_uri, storage)
     with contextlib.suppress(FileNotFoundError):  # vacuum settled it already
-        fs.rm(local)
+        fs.rm(path)
 
 
 def record_state(

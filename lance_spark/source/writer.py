@@ -376,6 +376,10 @@ class LanceWriter(DataSourceArrowWriter):
         storage = self.options.storage
         try:
             for _ in range(_IDEMPOTENT_ATTEMPTS):
+                # Known only once this round ends: a failure other than Lance's refusal (an
+                # I/O error after the manifest was written, or in record_state) leaves the
+                # attempt file for the next check to settle.
+                settled = False
                 found = transactions.check(self.uri, txn, storage=storage)
                 if self._repeat(txn, found):
                     settled = True
@@ -415,7 +419,7 @@ class LanceWriter(DataSourceArrowWriter):
                 return version
         finally:
             if attempt is not None and settled:
-                txn_markers.end_attempt(attempt, storage=storage)
+                txn_markers.end_attempt(self.uri, attempt, storage=storage)
         assert error is not None
         raise error
 
