@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-import pyarrow as pa
 import sqlglot
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from lance_spark import _settings, _spark, sql
 from lance_spark.errors import LanceSparkError, PerformanceWarning
@@ -112,7 +114,7 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
     Python data sources to a session builder, as Delta's ``configure_spark_with_delta_pip``
     does; settings already on the builder are kept (JVM options are appended to).
 
-    The recommended settings, each with its trade-off (README, "Recommended settings"):
+    The recommended settings, each with its trade-off (docs: Configuration, "Recommended settings"):
 
     - ``spark.python.unix.domain.socket.enabled=true``: Python workers talk to the JVM over
       a Unix domain socket (about 35 ms less per Python round trip);
@@ -181,9 +183,25 @@ def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) 
     return reader.load(table._context.root)
 
 
-def _probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    # Runs in a Python worker: unpickling this function already imports lance_spark.
-    yield from batches
+# The probe runs in a Python worker that may lack lance_spark, so it must not need it: made
+# in a module namespace that cannot be imported, cloudpickle ships it by value.
+_PROBE_SOURCE = """
+def probe(_):
+    import sys
+    try:
+        import lance_spark  # noqa: F401
+        error = ""
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    return f"{sys.executable}\\n{error}"
+"""
+
+
+def _worker_probe() -> Callable[[Any], str]:
+    namespace: dict[str, Any] = {"__name__": "lance_spark_worker_probe"}
+    exec(_PROBE_SOURCE, namespace)
+    probe: Callable[[Any], str] = namespace["probe"]
+    return probe
 
 
 def _check_workers(spark: SparkSession) -> None:
@@ -193,16 +211,26 @@ def _check_workers(spark: SparkSession) -> None:
     app = _spark.app_id(spark)
     if app in _checked_apps:
         return
+    # A plain Python UDF (no Arrow): the worker needs nothing but pyspark to run it.
+    probe = F.udf(_worker_probe(), "string", useArrow=False)
     try:
-        spark.range(1).mapInArrow(_probe, "id long").collect()
+        (row,) = spark.range(1).select(probe("id").alias("said")).collect()
     except PySparkException as err:
-        if "No module named" not in str(err) or "lance_spark" not in str(err):
+        missing = re.search(r"No module named '([^']+)'", str(err))
+        if missing is None:
             raise
         raise LanceSparkError(
-            "Spark's Python workers cannot import lance_spark: they run another Python than "
-            f"this one. Set PYSPARK_PYTHON (and PYSPARK_DRIVER_PYTHON) to {sys.executable} "
-            "(or to an interpreter where lance_spark is installed) before starting Spark."
+            f"Spark's Python workers cannot import {missing.group(1)}. Set PYSPARK_PYTHON (and "
+            f"PYSPARK_DRIVER_PYTHON) to {sys.executable} (or to an interpreter where "
+            "lance_spark is installed) before starting Spark."
         ) from None
+    python, error = row["said"].split("\n", 1)
+    if error:
+        raise LanceSparkError(
+            f"Spark's Python workers cannot import lance_spark: they run {python} ({error}). "
+            f"Set PYSPARK_PYTHON (and PYSPARK_DRIVER_PYTHON) to {sys.executable} (or to an "
+            "interpreter where lance_spark is installed) before starting Spark."
+        )
     _checked_apps.add(app)
 
 
@@ -244,8 +272,8 @@ def _warn_missing_settings(spark: SparkSession, conf: Mapping[str, object]) -> N
     )
     warnings.warn(
         "lance_spark: this session lacks settings that make Python data sources (lance "
-        f"among them) faster; set them {where} (register changes none of them; the README's "
-        "'Recommended settings' gives each one's trade-off):\n" + _settings.describe(lacking),
+        f"among them) faster; set them {where} (register changes none of them; the docs' "
+        "Configuration page gives each one's trade-off):\n" + _settings.describe(lacking),
         PerformanceWarning,
         stacklevel=3,
     )

@@ -139,4 +139,8 @@ def test_register_says_when_workers_cannot_import_the_package(tmp_path: Path) ->
     done = _run(tmp_path, base)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "REGISTER FAILED: Spark's Python workers cannot import lance_spark" in done.stdout
+    # names the interpreter the workers ran, and what it could not do
+    assert f"they run {base} (ModuleNotFoundError: No module named 'lance_spark')" in done.stdout
     assert f"Set PYSPARK_PYTHON (and PYSPARK_DRIVER_PYTHON) to {sys.executable}" in done.stdout
+    # said at once: no failed task, so none of Spark's stack traces before it
+    assert "at org.apache.spark" not in done.stdout + done.stderr, done.stderr[-3000:]
