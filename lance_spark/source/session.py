@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrameReader, SparkSession
 
 from lance_spark import _spark
@@ -92,7 +93,13 @@ def _format_for(spark: SparkSession, storage: Mapping[str, str]) -> str:
 
 
 def redact_storage_options(spark: SparkSession) -> None:
-    current = str(spark.conf.get(REDACTION_CONF) or "")
+    try:
+        current = str(spark.conf.get(REDACTION_CONF) or "")
+    except PySparkException:
+        # Spark Connect does not return a conf whose value looks like a secret to Spark's own
+        # redaction (spark.redaction.regex): the value holds "secret|password|token", so it
+        # is ours, set by an earlier register.
+        return
     if STORAGE_REDACTION_PATTERN not in current:
         joined = f"{current}|{STORAGE_REDACTION_PATTERN}" if current else STORAGE_REDACTION_PATTERN
         spark.conf.set(REDACTION_CONF, joined)
