@@ -14,7 +14,7 @@ JAR    := lance_spark/jars/lance-spark-companion.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java')
 
 .DEFAULT_GOAL := help
-.PHONY: help demo bench bench-scale test test-unit lint clean java jdk venv jar dist
+.PHONY: help demo bench bench-scale test test-unit lint docs clean java jdk venv jar dist
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@# compat: the checkout itself goes on sys.path, so Spark's discovery of pyspark_* modules
 	@# (pkgutil.iter_modules: path entries only, not setuptools' editable finder) sees pyspark_lance
 	@# constraints.txt: the exact versions the tests run on, within pyproject.toml's ranges
-	$(PY) -m pip install --quiet -e ".[dev,notebook]" -c constraints.txt --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e ".[dev,docs,notebook]" -c constraints.txt --config-settings editable_mode=compat
 	@touch $(STAMP)
 
 java: ## Install OpenJDK 17 with apt-get when no JDK 17+ is on PATH (as root), then check
@@ -67,6 +67,9 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff format --check lance_spark tests notebooks benchmarks build_backend
 	$(VENV)/bin/mypy lance_spark benchmarks build_backend
 
+docs: $(STAMP) ## Build the docs site strictly into site/ (a broken link or API reference fails)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean: ## Remove the venv, caches and generated data
-	rm -rf $(VENV) $(dir $(JAR)) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data
+	rm -rf $(VENV) $(dir $(JAR)) site .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info spark-warehouse metastore_db derby.log data
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1464,7 +1464,7 @@ def render(report: Report) -> str:
         f"- Python {m.python}; Java: {m.java}",
         f"- pyspark {m.pyspark}, pylance {m.pylance}, pyarrow {m.pyarrow}",
         f"- Spark master `{report.master}`, one session for every case; its settings that "
-        "matter here (from `conf/spark-defaults.conf`, see the README's recommended settings):",
+        "matter here (from `conf/spark-defaults.conf`, see docs/configuration.md, recommended settings):",
         *(f"  - `{key}` = `{value}`" for key, value in report.settings),
         "",
         "## Data",

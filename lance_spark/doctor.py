@@ -247,7 +247,10 @@ def _session_checks(remote: str | None) -> list[Check]:
         spark = SparkSession.builder.remote(remote).getOrCreate()
     else:
         builder = SparkSession.builder.master("local[1]").appName("lance_spark doctor")
-        spark = configure(builder.config("spark.ui.enabled", "false")).getOrCreate()
+        builder = builder.config("spark.ui.enabled", "false")
+        # no progress bar drawn between the check lines
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        spark = configure(builder).getOrCreate()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the checks say it, with the fix
