@@ -322,15 +322,54 @@ def connect_server(confs: Mapping[str, str] | None = None, timeout: float = 180.
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
     )
-    port = free_port()
     settings = {
-        "spark.connect.grpc.binding.address": HOST,
-        "spark.connect.grpc.binding.port": str(port),
         "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(warehouse),
         # Derby's metastore_db and derby.log, if anything asks for them, stay in the temp dir.
         "spark.driver.extraJavaOptions": _driver_java_options(base),
         **(confs or {}),
+    }
+    try:
+        with _connect_process(submit, settings, env, base, timeout) as url:
+            yield url
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def installed_connect_server(
+    venv: Path,
+    confs: Mapping[str, str],
+    env: Mapping[str, str],
+    workdir: Path,
+    timeout: float = 300.0,
+) -> Iterator[str]:
+    """A Spark Connect server started as a user of an installed package starts one: the
+    ``spark-submit`` of the virtualenv ``venv`` (its pyspark), with ``env`` (the user's shell)
+    and only ``confs`` as configuration. It runs in ``workdir`` (its spark-warehouse and
+    metastore go there) and logs to ``workdir/connect-server.log``, which stays for the
+    caller's failure messages. Yields ``sc://127.0.0.1:PORT`` once a client gets an answer;
+    stopped on exit as :func:`connect_server` is."""
+    submit = venv / "bin" / "spark-submit"
+    if not submit.exists():
+        raise ServerStartError(f"{submit} not found: pip installs it with pyspark")
+    with _connect_process(submit, confs, env, workdir, timeout) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _connect_process(
+    submit: Path, confs: Mapping[str, str], env: Mapping[str, str], base: Path, timeout: float
+) -> Iterator[str]:
+    """``spark-submit`` runs the Spark Connect server in the foreground (``local[2]``, bound
+    to 127.0.0.1 on a free port, logging to ``base``); yields its URL once it answers. On exit
+    its process group is stopped, and so are the PySpark daemons it forked (they run in
+    process groups of their own)."""
+    port = free_port()
+    settings = {
+        "spark.connect.grpc.binding.address": HOST,
+        "spark.connect.grpc.binding.port": str(port),
+        **confs,
     }
     argv = [
         str(submit),
@@ -359,7 +398,6 @@ def connect_server(confs: Mapping[str, str] | None = None, timeout: float = 180.
                 if alive(pid):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _driver_java_options(base: Path) -> str:

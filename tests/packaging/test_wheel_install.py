@@ -6,22 +6,28 @@ proves the sdist can rebuild the companion. The build runs without isolation, in
 venv (the same setuptools and pyspark an isolated build installs, without downloading them).
 The new virtualenv gets the wheel with plain ``pip install``, as a user does; its dependencies
 are held to constraints.txt (the versions make test runs on) and come from pip's cache, which
-make venv filled (about 45 s on two cores).
+make venv filled (about 45 s on two cores). A second one, made with Python 3.12, gets the sdist
+the same way: pip builds the wheel in an isolated build environment, javac compiling the jar
+against that environment's pyspark (about 40 s more). A Spark Connect server started from the
+first one with ``lance_spark.spark_conf()`` serves a client that never imported lance_spark.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import tarfile
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _servers import installed_connect_server, log_tail
 
 pytestmark = [pytest.mark.slow]
 
@@ -111,6 +117,45 @@ def user_venv(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     return venv
 
 
+def _python_3_12() -> tuple[str, str | None]:
+    """The python3.12 on PATH, resolved to its interpreter, and None; without one, this
+    interpreter and a sentence saying so. A pyenv shim runs a version only when it is
+    selected: PYENV_VERSION selects it (a real python3.12 ignores the variable)."""
+    found = shutil.which("python3.12")
+    if found is not None:
+        ask = [found, "-c", "import sys; print(sys.executable)"]
+        for env in (None, {**os.environ, "PYENV_VERSION": "3.12"}):
+            done = subprocess.run(
+                ask, capture_output=True, text=True, env=env, timeout=120, check=False
+            )
+            if done.returncode == 0 and done.stdout.strip():
+                return done.stdout.strip(), None
+    return sys.executable, (
+        f"no python3.12 on PATH: the sdist was installed with {sys.executable} "
+        f"(Python {platform.python_version()}) instead"
+    )
+
+
+@pytest.fixture(scope="module")
+def sdist_venv_3_12(
+    dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str | None]:
+    """A new Python 3.12 virtualenv with the sdist installed by plain ``pip install``: build
+    isolation, as a user gets it (pip installs setuptools and pyspark into a temporary build
+    environment, then the backend compiles the jar). Returns the venv and, when no Python 3.12
+    was found, what made it instead (see :func:`_python_3_12`)."""
+    python, fallback = _python_3_12()
+    venv = tmp_path_factory.mktemp("user312") / "venv"
+    _run([python, "-m", "venv", str(venv)])
+    done = _run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+         str(dist["sdist"]), "-c", str(REPO / "constraints.txt")],
+    )  # fmt: skip
+    # Built here from the sdist, not a wheel pip cached from an earlier run.
+    assert "Building wheel for lance_spark" in done.stdout, done.stdout[-4000:]
+    return venv, fallback
+
+
 def _user_env(venv: Path) -> dict[str, str]:
     """A user's shell: the new venv's python for Spark's workers, no repository settings
     (SPARK_CONF_DIR) and nothing a Spark session of this test run left in the environment."""
@@ -141,12 +186,19 @@ def _installed_jar(venv: Path) -> Path:
     return site / JAR
 
 
+def _spark_jars(result: dict[str, Any]) -> list[str]:
+    """The session's spark.jars as paths (spark-submit hands Spark the jar as a file: URI)."""
+    return [j.removeprefix("file://") for j in result["spark_jars"].split(",")]
+
+
 def _check(result: dict[str, Any], venv: Path, *, jar: bool = True) -> None:
     package = _installed_jar(venv).parent.parent
     assert Path(result["lance_spark"]).parent == package  # the installed copy, not the checkout
     assert result["jar"] == str(_installed_jar(venv))
     assert result["jar_exists"] is jar
     assert result["companion_enabled"] is jar
+    # The companion pushes filters to Lance (its scan names them); without it, Spark filters.
+    assert ("LanceFilter=" in result["explain_k1"]) is jar, result["explain_k1"]
     # The counts a plain Python computation gives (100 rows, k = id % 3).
     ids = range(100)
     assert result["cats"] == [1, 3]
@@ -192,9 +244,7 @@ def test_spark_submit_with_spark_conf(user_venv: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     result = _result(done)
     _check(result, user_venv)
-    # spark-submit hands Spark the jar as a file: URI
-    jars = [j.removeprefix("file://") for j in result["spark_jars"].split(",")]
-    assert result["jar"] in jars
+    assert result["jar"] in _spark_jars(result), result["spark_jars"]
     assert result["companion_before_register"] is True
 
 
@@ -220,3 +270,74 @@ def test_without_the_jar_the_answers_stay_right_and_one_line_says_why(
     said = [w for w in result["warnings"] if "companion" in w]
     assert len(said) == 1 and "\n" not in said[0], said
     assert "right but slower" in said[0] and "reinstall lance_spark" in said[0]
+
+
+def test_the_sdist_installed_on_python_3_12_has_the_jar_and_runs_the_quick_start(
+    sdist_venv_3_12: tuple[Path, str | None], tmp_path: Path
+) -> None:
+    """``pip install lance_spark-0.1.0.tar.gz`` on Python 3.12 (python3.12 from PATH): the
+    wheel pip builds carries the jar, and the quick start gives the right counts with it.
+    On a machine without python3.12 the same checks run on this interpreter's Python, and a
+    warning in the test summary says that 3.12 was not tested."""
+    venv, fallback = sdist_venv_3_12
+    assert _installed_jar(venv).is_file()
+    script = shutil.copy(SCRIPT, tmp_path / "quick_start.py")
+    done = _run(
+        [str(venv / "bin" / "python"), str(script), "register", str(tmp_path / "data")],
+        cwd=tmp_path,
+        env=_user_env(venv),
+    )
+    result = _result(done)
+    if fallback is None:
+        assert result["python"].startswith("3.12."), result["python"]
+    else:
+        assert result["python"] == platform.python_version(), fallback
+        warnings.warn(fallback, stacklevel=1)
+    _check(result, venv)
+    assert not [w for w in result["warnings"] if "companion" in w], result["warnings"]
+
+
+def test_a_connect_server_started_with_spark_conf_serves_a_client_that_never_imported_us(
+    user_venv: Path, tmp_path: Path
+) -> None:
+    """The installed wheel's spark-submit runs a Spark Connect server with every key of
+    ``lance_spark.spark_conf()`` as --conf; a client of the same venv that imports
+    lance_spark only at the end (format("lance") is the server's discovery of pyspark_lance)
+    gets the right counts for the reuse patterns and filters pushed to Lance, and then
+    ``companion_enabled`` says the server loaded the companion."""
+    env = _user_env(user_venv)
+    python = str(user_venv / "bin" / "python")
+    conf = json.loads(
+        _run(
+            [python, "-c", "import json, lance_spark; print(json.dumps(lance_spark.spark_conf()))"],
+            cwd=tmp_path,
+            env=env,
+        ).stdout
+    )
+    confs = {
+        **conf,
+        # The test's own choice, not a user's: no web UI (ports 4040+ are shared here).
+        "spark.ui.enabled": "false",
+        # until spark_conf() carries it (branch p29-2)
+        "spark.sql.python.filterPushdown.enabled": "true",
+    }
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    script = shutil.copy(SCRIPT, tmp_path / "client.py")
+    with installed_connect_server(user_venv, confs, env, server_dir) as url:
+        done = subprocess.run(
+            [python, str(script), "connect", str(tmp_path / "data"), url],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            cwd=tmp_path,
+            env=env,
+            check=False,
+        )
+    server_log = f"--- server log ---\n{log_tail(server_dir / 'connect-server.log', 80)}"
+    assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-6000:]}\n{server_log}"
+    result = _result(done)
+    assert result["imported_before_end"] is False
+    _check(result, user_venv)
+    # The server's spark.jars (spark_conf's): the installed jar.
+    assert result["jar"] in _spark_jars(result), result["spark_jars"]
