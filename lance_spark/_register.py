@@ -110,9 +110,11 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
 
 
 def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
-    """Add the JVM companion (jar and session extension) and the recommended settings for
-    Python data sources to a session builder, as Delta's ``configure_spark_with_delta_pip``
-    does; settings already on the builder are kept (JVM options are appended to).
+    """Add the JVM companion (jar and session extension, with
+    ``spark.sql.python.filterPushdown.enabled=true``, which it needs to push filters into
+    Lance) and the recommended settings for Python data sources to a session builder, as
+    Delta's ``configure_spark_with_delta_pip`` does; settings already on the builder are kept
+    (JVM options are appended to).
 
     The recommended settings, each with its trade-off (docs: Configuration, "Recommended settings"):
 
@@ -142,9 +144,11 @@ def configure(builder: SparkSession.Builder) -> SparkSession.Builder:
 
 def spark_conf() -> dict[str, str]:
     """The Spark settings that load the JVM companion (``spark.jars``: the jar shipped in this
-    package, and ``spark.sql.extensions``), with the recommended settings of :func:`configure`.
-    For a Spark Connect server or ``spark-submit``, where no Python runs before the session is
-    built.
+    package, and ``spark.sql.extensions``) and that it needs
+    (``spark.sql.python.filterPushdown.enabled=true``: filters pushed into Lance also in the
+    sessions of clients that never call :func:`register`), with the recommended settings of
+    :func:`configure`. For a Spark Connect server or ``spark-submit``, where no Python runs
+    before the session is built.
 
     Example::
 

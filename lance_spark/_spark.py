@@ -1248,6 +1248,9 @@ COMPANION_ENABLED_CONF = "spark.lance.companion.enabled"
 COMPANION_JAR_NAME = "lance-spark-companion.jar"
 _EXTENSIONS_CONF = "spark.sql.extensions"
 _JARS_CONF = "spark.jars"
+# Spark asks a Python data source to push filters only when this is true (its default is
+# false); the companion pushes filters into a Lance scan only then (LanceScanBuilder).
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 # Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
@@ -1287,7 +1290,10 @@ QUIET_DAEMON_MODULE = "lance_spark_daemon"
 
 def companion_conf(current: dict[str, str] | None = None) -> dict[str, str]:
     """The Spark settings that load the companion (jar and session extension), merged into the
-    comma-separated lists ``current`` may already hold."""
+    comma-separated lists ``current`` may already hold, and the ones it needs: Spark's filter
+    pushdown for Python data sources (without it the companion pushes no filter into Lance, in
+    every session that does not call ``register``) and the quiet Python daemon. A value of
+    those two already in ``current`` is kept."""
     current = current or {}
 
     def merged(key: str, value: str) -> str:
@@ -1301,6 +1307,9 @@ def companion_conf(current: dict[str, str] | None = None) -> dict[str, str]:
         # a BrokenPipeError traceback each time (see lance_spark_daemon); a daemon module
         # the user chose is kept.
         _DAEMON_CONF: str(current.get(_DAEMON_CONF) or QUIET_DAEMON_MODULE),
+        # Filters pushed into Lance also in sessions whose clients never call register (a
+        # Spark Connect server's, a spark-submit job's); a value the user chose is kept.
+        FILTER_PUSHDOWN_CONF: str(current.get(FILTER_PUSHDOWN_CONF) or "true"),
     }
 
 

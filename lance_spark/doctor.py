@@ -3,7 +3,8 @@
 Each check prints one line, ``ok`` or ``FAIL`` with the one thing to do; the exit status is
 the number of failed checks (0: all is well). The checks, in order: Java, the JVM companion's
 jar, the interpreter of Spark's Python workers (``PYSPARK_PYTHON``), and a live session: the
-companion loaded, a Lance table written and read through Spark, the recommended settings.
+companion loaded, Spark's filter pushdown on without ``register``, a Lance table written and
+read through Spark, the recommended settings.
 ``--remote sc://host:port`` checks a Spark Connect server's session instead of a local one.
 
 Example::
@@ -152,8 +153,32 @@ def check_worker_python(*, python: str | None = None) -> Check:
     return Check("worker python", f"{interpreter} ({where})")
 
 
-def check_session(spark: Any, *, connect: bool) -> list[Check]:
-    """The companion in ``spark``, a round trip of a small Lance table, the settings."""
+def check_filter_pushdown(value: str | None, *, connect: bool) -> Check:
+    """Spark's filter pushdown for Python data sources as the session was built (``value``:
+    its ``spark.sql.python.filterPushdown.enabled`` before ``register``, None: unset). Off,
+    the companion pushes no filter into Lance in the sessions that do not call ``register``
+    (every client session of a Connect server whose clients never import lance_spark)."""
+    key = _spark.FILTER_PUSHDOWN_CONF
+    if str(value).strip().lower() == "true":
+        return Check("filter pushdown", f"{key} = true")
+    fix = (
+        "start the Spark Connect server with the settings of lance_spark.spark_conf()"
+        if connect
+        else "build the session with lance_spark.configure(SparkSession.builder) "
+        "(spark-submit: lance_spark.spark_conf())"
+    )
+    return Check(
+        "filter pushdown",
+        f"{key} = {value or 'unset'} (Spark's default: false): sessions that do not call "
+        "lance_spark.register push no filter into Lance",
+        f"{fix}, or set {key}=true",
+    )
+
+
+def check_session(spark: Any, *, connect: bool, pushdown: str | None) -> list[Check]:
+    """The companion in ``spark``, its filter pushdown (``pushdown``: the conf's value before
+    ``register`` set it, see :func:`check_filter_pushdown`), a round trip of a small Lance
+    table, the settings."""
     checks = []
     if _spark.companion_enabled(spark):
         checks.append(Check("companion in session", "loaded"))
@@ -164,6 +189,7 @@ def check_session(spark: Any, *, connect: bool) -> list[Check]:
             else "build the session with lance_spark.configure(SparkSession.builder)"
         )
         checks.append(Check("companion in session", "not loaded", fix))
+    checks.append(check_filter_pushdown(pushdown, connect=connect))
     if not connect:
         with tempfile.TemporaryDirectory(prefix="lance_spark_doctor_") as tmp:
             checks.append(_round_trip(spark, os.path.join(tmp, "doctor.lance")))
@@ -252,10 +278,11 @@ def _session_checks(remote: str | None) -> list[Check]:
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         spark = configure(builder).getOrCreate()
     try:
+        pushdown = _conf(spark, _spark.FILTER_PUSHDOWN_CONF)  # as built: register sets it
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the checks say it, with the fix
             register(spark)
-        return check_session(spark, connect=remote is not None)
+        return check_session(spark, connect=remote is not None, pushdown=pushdown)
     finally:
         spark.stop()
 

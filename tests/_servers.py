@@ -298,12 +298,19 @@ def alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def connect_server(confs: Mapping[str, str] | None = None, timeout: float = 180.0) -> Iterator[str]:
+def connect_server(
+    confs: Mapping[str, str] | None = None,
+    timeout: float = 180.0,
+    *,
+    repo_conf: bool = True,
+) -> Iterator[str]:
     """A Spark Connect server (``local[2]``) on 127.0.0.1 from the pyspark package; yields
     ``sc://127.0.0.1:PORT`` once a client gets an answer from it.
 
     It reads the repo's ``conf/`` (spark-defaults.conf, log4j2.properties) as the tests'
-    classic session does, and its Python workers import ``lance_spark`` from this checkout.
+    classic session does (``repo_conf`` False: an empty conf dir, Spark's defaults plus
+    ``confs``, as a user's server), and its Python workers import ``lance_spark`` from this
+    checkout.
     On exit its process group is stopped, and so are the PySpark daemons it forked (they run
     in process groups of their own).
     """
@@ -318,6 +325,9 @@ def connect_server(confs: Mapping[str, str] | None = None, timeout: float = 180.
     warehouse.mkdir()
     env = spark_env()
     env["SPARK_HOME"] = str(spark_home)
+    if not repo_conf:
+        (base / "conf").mkdir()
+        env["SPARK_CONF_DIR"] = str(base / "conf")
     # Its Python workers must import the lance_spark under test, not an installed copy.
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
@@ -326,7 +336,7 @@ def connect_server(confs: Mapping[str, str] | None = None, timeout: float = 180.
         "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(warehouse),
         # Derby's metastore_db and derby.log, if anything asks for them, stay in the temp dir.
-        "spark.driver.extraJavaOptions": _driver_java_options(base),
+        "spark.driver.extraJavaOptions": _driver_java_options(base, repo_conf=repo_conf),
         **(confs or {}),
     }
     try:
@@ -400,11 +410,11 @@ def _connect_process(
                         os.kill(pid, signal.SIGKILL)
 
 
-def _driver_java_options(base: Path) -> str:
+def _driver_java_options(base: Path, *, repo_conf: bool) -> str:
     """The spark-defaults.conf driver options (a --conf would replace them) plus Derby's home."""
     options = ""
     defaults = REPO / "conf" / "spark-defaults.conf"
-    for line in defaults.read_text().splitlines():
+    for line in defaults.read_text().splitlines() if repo_conf else []:
         key, _, value = line.strip().partition(" ")
         if key == "spark.driver.extraJavaOptions":
             options = value.strip()

@@ -18,7 +18,7 @@ from lance_spark.source.datasource import FORMAT_NAME, LanceDataSource, SessionD
 from lance_spark.source.options import STORAGE_PREFIX, AutoCompact, secret_storage_keys
 
 STORAGE_CONF_PREFIX = "spark.lance.storage."
-FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+FILTER_PUSHDOWN_CONF = _spark.FILTER_PUSHDOWN_CONF
 # Spark shows a data source's options in plans (EXPLAIN, the event log), hiding only those
 # whose key or value matches this regex or spark.redaction.regex; the latter misses keys such
 # as storage.aws_access_key_id or storage.azure_storage_account_key. register adds this.

@@ -485,7 +485,14 @@ def find_orphans(
             candidates[path] = Orphan(path, "deletion", listed[path][1])
     files = tuple(f for p, f in sorted(candidates.items()) if p in old)
     jobs = _stale_jobs(table_uri, cutoff, storage=storage)
-    done = _finished_jobs(table_uri, lines, jobs, {f.path for f in files}, storage=storage)
+    done = _finished_jobs(
+        table_uri,
+        lines,
+        jobs,
+        {f.path for f in files},
+        listed=_Listing(folders, listed),
+        storage=storage,
+    )
     markers = tuple(m for job in done for m in jobs[job])
     return Orphans(files, markers, tuple(done))
 
@@ -585,37 +592,49 @@ def _stale_jobs(
     return stale
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """The files :func:`_listing` found under ``folders`` of a table (relative paths)."""
+
+    folders: frozenset[str] | set[str]
+    files: Mapping[str, tuple[float, int]]
+
+
 def _finished_jobs(
     table_uri: str,
     lines: Sequence[str],
     jobs: Mapping[str, Sequence[str]],
     removed: Collection[str],
     *,
+    listed: _Listing,
     storage: Mapping[str, str],
 ) -> list[str]:
     """The stale ``jobs`` whose markers may go: every file they name is gone, among
     ``removed``, or referenced by a version. The others keep their markers (a file younger
     than the retention, such as a temporary still being written), so a later vacuum can
-    still tell what they wrote."""
-    done = []
+    still tell what they wrote.
+
+    For all the jobs together: one listing per folder their files are in (``listed``: the
+    folders vacuum listed already) and one walk of the versions (a file's answer does not
+    depend on the files asked with it, see :func:`_referenced_in`)."""
+    named: dict[str, set[str]] = {}
     for job, found in sorted(jobs.items()):
         fs, _ = table_fs(job, storage)
-        named = Recorded()
+        recorded = Recorded()
         try:
             for marker in (p for p in found if p.endswith(".json")):
-                named.update(_read_marker(fs, marker))
+                recorded.update(_read_marker(fs, marker))
         except (OSError, ValueError) as err:
             _log.warning(
                 "vacuum of %s: staging marker of %s unreadable, kept: %s", table_uri, job, err
             )
             continue
-        left = {
-            p
-            for p in (named.files | named.temporary) - set(removed)
-            if _exists(table_file_uri(table_uri, p), storage=storage)
-        }
-        if left:
-            left -= _referenced_in(table_uri, lines, left, storage=storage)
+        named[job] = (recorded.files | recorded.temporary) - set(removed)
+    present = _existing(table_uri, set().union(*named.values()), listed, storage=storage)
+    referenced = _referenced_in(table_uri, lines, present, storage=storage) if present else set()
+    done = []
+    for job, paths in named.items():
+        left = (paths & present) - referenced
         if left:
             _log.info(
                 "vacuum of %s: job %s kept its staging markers: %s still there, unreferenced "
@@ -627,6 +646,24 @@ def _finished_jobs(
             continue
         done.append(job)
     return done
+
+
+def _existing(
+    table_uri: str, paths: Collection[str], listed: _Listing, *, storage: Mapping[str, str]
+) -> set[str]:
+    """Which of ``paths`` (relative to the table's root) exist: looked up in one listing of
+    each folder they are in (``listed`` covers some already), on a local file system and an
+    object store alike; a path in no folder is asked for by itself."""
+    folders = {p.split("/", 1)[0] for p in paths if "/" in p}
+    more = _listing(table_uri, folders - set(listed.folders), storage=storage)
+    found = set()
+    for p in paths:
+        if "/" in p:
+            if p in listed.files or p in more:
+                found.add(p)
+        elif _exists(table_file_uri(table_uri, p), storage=storage):
+            found.add(p)
+    return found
 
 
 def _exists(uri: str, *, storage: Mapping[str, str]) -> bool:

@@ -185,15 +185,20 @@ class LanceWriter(DataSourceArrowWriter):
         # when commit raises, which finds nothing left to do). Finishing deletes the files
         # of a write that committed nothing.
         with self._job(done.files, job_id=job_id):
-            if txn is not None and self._repeat(
-                txn, transactions.check(self.uri, txn, storage=self.options.storage)
-            ):
-                return None
+            # An idempotent write is checked before any work; the first round of
+            # _commit_idempotent commits on this check (``found``) unless work that reads
+            # the table came in between.
+            found = None
+            if txn is not None:
+                found = transactions.check(self.uri, txn, storage=self.options.storage)
+                if self._repeat(txn, found):
+                    return None
             fragments = list(done.new_fragments)
             extra: dict[str, int] = {}
             op: lance.LanceOperation.BaseOperation | None = None  # None: an append
             if self.mode is WriteMode.REPLACE_WHERE:
                 deleted = self._delete_replaced(job_id or self.job_id)
+                found = None  # it read the table: checked again right before the commit
                 extra["numDeletedRows"] = deleted.rows
                 if not deleted.rows and not fragments:
                     _log.info("replaceWhere on %s: no row to replace or write", self.uri)
@@ -216,6 +221,7 @@ class LanceWriter(DataSourceArrowWriter):
                     fragments,
                     storage=self.options.storage,
                 )
+                found = None  # as for replaceWhere
             elif self.mode is not WriteMode.APPEND:
                 op = _commit.overwrite_op(self.target, fragments)
             default_operation = "CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE"
@@ -249,10 +255,14 @@ class LanceWriter(DataSourceArrowWriter):
 
                 if txn is None:
                     return create_empty(None)
-                return self._commit_idempotent(txn, info, create_empty, rebuilds=False)
+                return self._commit_idempotent(txn, info, create_empty, rebuilds=False, found=found)
             if txn is not None and op is None:
                 return self._commit_idempotent(
-                    txn, info, self._idempotent_append(txn, fragments, info), rebuilds=True
+                    txn,
+                    info,
+                    self._idempotent_append(txn, fragments, info),
+                    rebuilds=True,
+                    found=found,
                 )
             if op is None:
                 op = _commit.append_op(fragments)
@@ -276,10 +286,11 @@ class LanceWriter(DataSourceArrowWriter):
                     info,
                     self._idempotent_overwrite(fragments, info, commit_planned),
                     rebuilds=True,
+                    found=found,
                 )
             # replaceWhere (its deletion files are of the read version) and mergeSchema (a
             # Merge, which conflicts with every concurrent data change) commit as planned.
-            return self._commit_idempotent(txn, info, commit_planned, rebuilds=False)
+            return self._commit_idempotent(txn, info, commit_planned, rebuilds=False, found=found)
 
     def _idempotent_append(
         self, txn: TxnId, fragments: Sequence[FragmentMetadata], info: _commit.CommitInfo
@@ -354,6 +365,7 @@ class LanceWriter(DataSourceArrowWriter):
         commit_on: Callable[[lance.LanceDataset | None], int],
         *,
         rebuilds: bool,
+        found: transactions.Check | None,
     ) -> int | None:
         """Commit with ``commit_on`` (given the latest version, None: no table) unless a
         version holds ``txn`` or a later write of its application, checked against every
@@ -369,7 +381,10 @@ class LanceWriter(DataSourceArrowWriter):
 
         Around the attempts, the application's markers (:mod:`txn_markers`): an attempt file
         before the first, removed only once the outcome is known (after a state file naming
-        the commit); a writer killed in between leaves it for the next check to settle."""
+        the commit); a writer killed in between leaves it for the next check to settle.
+
+        ``found``: the check the caller made just before (no repeat), on which the first round
+        commits (None: the first round checks); every later round checks again."""
         error: CommitConflictError | None = None
         attempt: str | None = None
         settled = False  # the outcome is known and recorded: the attempt file may go
@@ -380,7 +395,8 @@ class LanceWriter(DataSourceArrowWriter):
                 # I/O error after the manifest was written, or in record_state) leaves the
                 # attempt file for the next check to settle.
                 settled = False
-                found = transactions.check(self.uri, txn, storage=storage)
+                if found is None:
+                    found = transactions.check(self.uri, txn, storage=storage)
                 if self._repeat(txn, found):
                     settled = True
                     return None
@@ -401,6 +417,7 @@ class LanceWriter(DataSourceArrowWriter):
                         and not isinstance(err, _SchemaChangedError)
                     ):
                         error = err
+                        found = None  # the next round checks the versions committed since
                         continue
                     if isinstance(err, CommitConflictError) and self._repeat(
                         txn, transactions.check(self.uri, txn, storage=storage)

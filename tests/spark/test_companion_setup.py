@@ -157,6 +157,53 @@ def test_a_connect_server_without_the_jar_is_reported_and_answers_right(
     assert result == {"enabled": False, "counts": [ROWS - 11, ROWS]}
 
 
+# A client that never imports lance_spark (nor calls register): only the server's
+# configuration can switch filter pushdown on for its session.
+_PLAIN_CONNECT_CLIENT = """
+import contextlib, io, json, sys
+from pyspark.sql.connect.session import SparkSession
+session = SparkSession.builder.remote(sys.argv[1]).create()
+frame = session.read.format("lance").load(sys.argv[2]).where("id > 10")
+plan = io.StringIO()
+with contextlib.redirect_stdout(plan):
+    frame.explain()
+print("RESULT " + json.dumps({
+    "pushdown": session.conf.get("spark.sql.python.filterPushdown.enabled"),
+    "plan": plan.getvalue(),
+    "ids": sorted(r.id for r in frame.collect()),
+    "imported": sorted(m for m in sys.modules if m.startswith("lance")),
+}))
+"""
+
+
+def test_a_connect_server_started_with_spark_conf_pushes_filters_without_register(
+    uri: str, tmp_path: Path
+) -> None:
+    """A Connect server started with ``spark_conf()`` only (Spark's defaults otherwise, not the
+    repository's spark-defaults.conf): a client that never calls ``register`` still gets its
+    filters pushed into Lance, because ``spark_conf()`` switches Spark's filter pushdown for
+    Python data sources on."""
+    from _servers import connect_server
+
+    with connect_server(lance_spark.spark_conf(), repo_conf=False) as url:
+        done = subprocess.run(
+            [sys.executable, "-c", _PLAIN_CONNECT_CLIENT, url, uri],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result["imported"] == []  # the client never imported lance_spark
+    assert result["pushdown"] == "true"
+    assert result["ids"] == list(range(11, ROWS))
+    plan = result["plan"]
+    assert "LanceScan" in plan and "Filter " not in plan, plan  # Lance filters, not Spark
+
+
 def test_companion_enabled_asks_the_connect_server(connect_spark: Any) -> None:
     """The tests' Connect server is started with ``spark_conf()``: it loaded the companion."""
     assert lance_spark.companion_enabled(connect_spark) is True
@@ -164,8 +211,9 @@ def test_companion_enabled_asks_the_connect_server(connect_spark: Any) -> None:
 
 def test_doctor_passes_in_a_working_installation(tmp_path: Path) -> None:
     """``python -m lance_spark doctor`` outside the repository, without its conf: every check
-    ok (Java, the jar, the workers' interpreter, the companion in a live session, a Lance
-    round trip through Spark, the recommended settings from configure)."""
+    ok (Java, the jar, the workers' interpreter, the companion in a live session, its filter
+    pushdown from configure, a Lance round trip through Spark, the recommended settings from
+    configure)."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("SPARK_CONF_DIR", None)
     done = subprocess.run(
@@ -185,6 +233,7 @@ def test_doctor_passes_in_a_working_installation(tmp_path: Path) -> None:
         "ok    companion jar",
         "ok    worker python",
         "ok    companion in session",
+        "ok    filter pushdown",
         "ok    write and read",
         "ok    recommended settings",
     ]

@@ -1,5 +1,5 @@
-"""``lance_spark.configure`` / ``spark_conf``: the settings that load the JVM companion and the
-quiet Python daemon (no JVM)."""
+"""``lance_spark.configure`` / ``spark_conf``: the settings that load the JVM companion, its
+filter pushdown and the quiet Python daemon (no JVM)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,17 @@ def test_configure_keeps_what_the_builder_has() -> None:
         "io.delta.sql.DeltaSparkSessionExtension,lance_spark.companion.LanceExtensions"
     )
     assert options["spark.python.daemon.module"] == "lance_spark_daemon"
+    assert options["spark.sql.python.filterPushdown.enabled"] == "true"
     for setting in _settings.RECOMMENDED:  # the recommended settings (tests/unit/test_settings)
         assert setting.is_set(options[setting.key])
     # A daemon module the user chose is kept.
     mine = SparkSession.builder.config("spark.python.daemon.module", "my_daemon")
     kept = lance_spark.configure(mine)._options  # type: ignore[attr-defined]
     assert kept["spark.python.daemon.module"] == "my_daemon"
+    # So is a filter pushdown setting the user chose, even off.
+    off = SparkSession.builder.config("spark.sql.python.filterPushdown.enabled", "false")
+    kept = lance_spark.configure(off)._options  # type: ignore[attr-defined]
+    assert kept["spark.sql.python.filterPushdown.enabled"] == "false"
     # Idempotent: configuring twice adds nothing.
     again = lance_spark.configure(builder)._options  # type: ignore[attr-defined]
     assert again["spark.jars"] == options["spark.jars"]
@@ -40,6 +45,8 @@ def test_spark_conf_names_the_jar_shipped_in_the_package() -> None:
         "spark.jars": lance_spark.companion_jar(),
         "spark.sql.extensions": "lance_spark.companion.LanceExtensions",
         "spark.python.daemon.module": "lance_spark_daemon",
+        # The companion pushes filters only with it, also for clients that never call register.
+        "spark.sql.python.filterPushdown.enabled": "true",
         **{s.key: s.value for s in _settings.RECOMMENDED},
     }
     assert lance_spark.companion_jar().endswith("lance_spark/jars/lance-spark-companion.jar")

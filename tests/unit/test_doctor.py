@@ -56,6 +56,18 @@ def test_worker_python_must_import_lance_spark_with_the_drivers_versions(tmp_pat
     assert not result.ok and "lance_spark 0.0.1 (driver:" in result.detail
 
 
+def test_filter_pushdown_off_is_reported_with_its_fix() -> None:
+    assert doctor.check_filter_pushdown("true", connect=True).ok
+    assert doctor.check_filter_pushdown("TRUE", connect=False).ok
+    for value in (None, "false"):
+        result = doctor.check_filter_pushdown(value, connect=True)
+        assert not result.ok and "spark.sql.python.filterPushdown.enabled" in result.detail
+        assert (value or "unset") in result.detail
+        assert result.fix is not None and "lance_spark.spark_conf()" in result.fix
+    local = doctor.check_filter_pushdown(None, connect=False)
+    assert local.fix is not None and "lance_spark.configure" in local.fix
+
+
 def test_a_failed_check_prints_its_fix_and_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(doctor, "check_java", lambda: doctor.Check("java", "none", "install"))
     monkeypatch.setattr(doctor, "check_jar", lambda: doctor.Check("companion jar", "x"))

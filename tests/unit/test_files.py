@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
+import uuid
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +145,96 @@ def test_begin_job_survives_another_job_removing_the_empty_staging_folders(
     _files.begin_job(uri, "job", storage={})
     assert removed
     assert (staging / "staging" / "job" / _files.OPEN_MARKER).exists()
+
+
+def _age(root: Path, paths: Iterable[str], seconds: float) -> None:
+    """Set the modification time of ``paths`` (relative to ``root``) ``seconds`` from now."""
+    when = time.time() + seconds
+    for path in paths:
+        os.utime(root / path, (when, when))
+
+
+def test_vacuum_judges_every_stale_job_with_one_listing_and_one_walk(
+    uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs a killed driver left: their markers go when every file they name is referenced
+    (committed), gone (its attempt's files deleted) or removed by this vacuum (old and
+    unreferenced); a job naming a file younger than the retention, or with a marker that
+    cannot be read, keeps them. The versions are walked once for all the jobs, and no file
+    is asked for by itself (the folders' listings answer)."""
+    root = Path(uri)
+    named = {}
+    for job in ("committed", "gone", "young", "old"):
+        _files.begin_job(uri, job, storage={})
+        fragments, named[job] = _attempt(uri, job)
+        if job == "committed":
+            lance.LanceDataset.commit(uri, lance.LanceOperation.Append(fragments), read_version=1)
+    for path in named["gone"]:
+        (root / path).unlink()
+    _files.begin_job(uri, "unreadable", storage={})
+    broken = root / "_lance_spark/staging/unreadable/broken.json"
+    broken.write_text("{not json")
+    staged = [str(p.relative_to(root)) for p in (root / "_lance_spark").rglob("*") if p.is_file()]
+    _age(root, [*staged, *named["old"]], -7200)
+    _age(root, named["young"], 3600)  # still being written, say
+
+    walks: list[set[str]] = []
+    asked: list[str] = []
+    referenced_in, exists = _files._referenced_in, _files._exists
+
+    def walk(table_uri: str, lines: Any, wanted: Any, **kwargs: Any) -> set[str]:
+        walks.append(set(wanted))
+        return referenced_in(table_uri, lines, wanted, **kwargs)
+
+    def one_file(file_uri: str, **kwargs: Any) -> bool:
+        asked.append(file_uri)
+        return exists(file_uri, **kwargs)
+
+    before = _written(uri)
+    monkeypatch.setattr(_files, "_referenced_in", walk)
+    monkeypatch.setattr(_files, "_exists", one_file)
+    orphans = _files.find_orphans(
+        lance.dataset(uri), uri, older_than=timedelta(hours=1), storage={}
+    )
+    assert {f.path for f in orphans.files} == named["old"]
+    assert sorted(Path(j).name for j in orphans.jobs) == ["committed", "gone", "old"]
+    assert walks == [named["committed"] | named["young"]] and asked == []
+    orphans.remove(uri, storage={})
+    assert sorted(p.name for p in (root / "_lance_spark/staging").iterdir()) == [
+        "unreadable",
+        "young",
+    ]
+    assert _written(uri) == before - named["old"] and named["young"] <= before
+    assert lance.dataset(uri).count_rows() == 20
+
+
+def test_named_files_are_found_by_listing_their_folders_on_an_object_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fsspec's in-memory file system, an object store without folders: one listing per
+    folder not listed yet, no existence check per file."""
+    fs = fsspec.filesystem("memory")
+    base = f"/lance-spark-{uuid.uuid4().hex}/t.lance"
+    fs.pipe({f"{base}/data/a.lance": b"a", f"{base}/_deletions/1-2-0.arrow": b"d"})
+    calls: list[str] = []
+    real_exists = type(fs).exists
+
+    def exists(self: Any, path: str, **kwargs: Any) -> bool:
+        calls.append(path)
+        return bool(real_exists(self, path, **kwargs))
+
+    monkeypatch.setattr(type(fs), "exists", exists)
+    try:
+        # _deletions was listed already (by vacuum): the listing it made is used as it is.
+        listed = _files._Listing({"_deletions"}, {"_deletions/1-2-0.arrow": (0.0, 1)})
+        wanted = {
+            "data/a.lance",
+            "data/b.lance",
+            "_deletions/1-2-0.arrow",
+            "_deletions/3-4-0.arrow",
+        }
+        found = _files._existing(f"memory://{base}", wanted, listed, storage={})
+        assert found == {"data/a.lance", "_deletions/1-2-0.arrow"}
+        assert calls == [f"{base}/data"]  # the folder, before listing it
+    finally:
+        fs.rm(base.rsplit("/", 1)[0], recursive=True)

@@ -403,3 +403,73 @@ def test_racing_idempotent_overwrites_commit_exactly_once(tmp_path: Path) -> Non
     }
     assert {p.name for p in (Path(uri) / "data").iterdir()} == referenced
     assert _markers(uri, "ow", "attempt") == []
+
+
+def test_an_idempotent_commit_checks_once_and_a_lost_round_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit's check is the one its first round commits on (no second check of the
+    same versions); a round Lance refused checks the versions committed since. (Planning
+    checks too, to skip the tasks of a repeat: not counted here.)"""
+    uri = str(tmp_path / "t.lance")
+    checks: list[str] = []
+    original = transactions.check
+    # Run by the next check, after it answered: a commit racing the writer's.
+    race: list[Any] = []
+
+    def counting(uri: str, txn: transactions.TxnId, **kwargs: Any) -> transactions.Check:
+        checks.append(txn.app_id)
+        found = original(uri, txn, **kwargs)
+        if race:
+            race.pop()()
+        return found
+
+    monkeypatch.setattr(transactions, "check", counting)
+
+    def commit(number: int, *, ids: list[int], overwrite: bool = False) -> int | None:
+        writer, message = _writer(uri, "w", number, ids=ids, overwrite=overwrite)
+        checks.clear()
+        version: int | None = writer.commit_results([message], txn=writer._txn())
+        return version
+
+    assert commit(0, ids=[1]) == 1  # creates the table
+    assert checks == ["w"]
+    assert commit(1, ids=[2]) == 2  # an append
+    assert checks == ["w"]
+    writer, message = _writer(uri, "w", 1, ids=[2])  # planned before the commit of (w, 1)
+    assert _txn_write(uri, "w", 1) is None
+    checks.clear()
+    assert writer.commit_results([message], txn=writer._txn()) is None  # a repeat
+    assert checks == ["w"]
+    assert commit(2, ids=[5], overwrite=True) == 3  # an overwrite
+    assert checks == ["w"]
+    # replaceWhere reads the table (its deletion files) between the commit's check and its
+    # commit, which does not rebase over an idempotent write: it checks again right before.
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from lance_spark.source.writer import plan_write
+
+    options = parse_write_options(
+        {"path": uri, "txnAppId": "w", "txnVersion": "3", "replaceWhere": "id = 5"}
+    )
+    writer = plan_write(
+        uri=uri,
+        spark_schema=StructType([StructField("id", LongType())]),
+        overwrite=True,
+        options=options,
+        app_id="app-test",
+    )
+    message = writer.write(iter([pa.record_batch([pa.array([5, 5], pa.int64())], names=["id"])]))
+    checks.clear()
+    assert writer.commit_results([message], txn=writer._txn()) == 4
+    assert checks == ["w", "w"]
+    # Another application's idempotent append commits right after the writer's check: Lance
+    # refuses the writer's first round, and the second checks again before committing.
+    writer, message = _writer(uri, "w", 4, ids=[8])
+    race.append(lambda: _txn_write(uri, "other", 0, ids=[7]))
+    checks.clear()
+    assert writer.commit_results([message], txn=writer._txn()) == 6
+    assert checks == ["w", "other", "other", "w"]  # the other's planning and commit checks
+    ds = lance.dataset(uri)
+    assert ds.version == 6 and sorted(ds.to_table()["id"].to_pylist()) == [5, 5, 7, 8]
+    assert _markers(uri, "w", "attempt") == []
