@@ -318,8 +318,6 @@ def test_a_connect_server_started_with_spark_conf_serves_a_client_that_never_imp
         **conf,
         # The test's own choice, not a user's: no web UI (ports 4040+ are shared here).
         "spark.ui.enabled": "false",
-        # until spark_conf() carries it (branch p29-2)
-        "spark.sql.python.filterPushdown.enabled": "true",
     }
     server_dir = tmp_path / "server"
     server_dir.mkdir()
