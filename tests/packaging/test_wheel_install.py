@@ -174,6 +174,13 @@ def _user_env(venv: Path) -> dict[str, str]:
     return env
 
 
+def _spark_conf(python: str, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """``lance_spark.spark_conf()`` as the installed package gives it."""
+    code = "import json, lance_spark; print(json.dumps(lance_spark.spark_conf()))"
+    conf: dict[str, str] = json.loads(_run([python, "-c", code], cwd=cwd, env=env).stdout)
+    return conf
+
+
 def _result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"no RESULT line\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
@@ -227,13 +234,7 @@ def test_the_installed_wheel_runs_the_quick_start_and_reuse_patterns(
 def test_spark_submit_with_spark_conf(user_venv: Path, tmp_path: Path) -> None:
     env = _user_env(user_venv)
     python = str(user_venv / "bin" / "python")
-    conf = json.loads(
-        _run(
-            [python, "-c", "import json, lance_spark; print(json.dumps(lance_spark.spark_conf()))"],
-            cwd=tmp_path,
-            env=env,
-        ).stdout
-    )
+    conf = _spark_conf(python, tmp_path, env)
     script = shutil.copy(SCRIPT, tmp_path / "job.py")
     args = [f"--conf={key}={value}" for key, value in conf.items()]
     done = _run(
@@ -307,13 +308,7 @@ def test_a_connect_server_started_with_spark_conf_serves_a_client_that_never_imp
     ``companion_enabled`` says the server loaded the companion."""
     env = _user_env(user_venv)
     python = str(user_venv / "bin" / "python")
-    conf = json.loads(
-        _run(
-            [python, "-c", "import json, lance_spark; print(json.dumps(lance_spark.spark_conf()))"],
-            cwd=tmp_path,
-            env=env,
-        ).stdout
-    )
+    conf = _spark_conf(python, tmp_path, env)
     confs = {
         **conf,
         # The test's own choice, not a user's: no web UI (ports 4040+ are shared here).

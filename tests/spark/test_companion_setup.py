@@ -120,6 +120,23 @@ def test_configure_sets_the_recommended_settings_and_keeps_the_users(
     assert result["filtered"] == list(range(11, ROWS)) and result["count"] == ROWS
 
 
+def _client_result(client: str, url: str, uri: str, cwd: Path) -> dict[str, Any]:
+    """Runs a Connect client script (argv: the server's URL, the table) in a process of its
+    own and returns the JSON of its ``RESULT`` line."""
+    done = subprocess.run(
+        [sys.executable, "-c", client, url, uri],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
 _CONNECT_CLIENT = """
 import json, sys
 from pyspark.sql.connect.session import SparkSession
@@ -143,17 +160,7 @@ def test_a_connect_server_without_the_jar_is_reported_and_answers_right(
 
     confs = dict(lance_spark.spark_conf(), **{"spark.jars": "/nonexistent/companion.jar"})
     with connect_server(confs) as url:
-        done = subprocess.run(
-            [sys.executable, "-c", _CONNECT_CLIENT, url, uri],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+        result = _client_result(_CONNECT_CLIENT, url, uri, tmp_path)
     assert result == {"enabled": False, "counts": [ROWS - 11, ROWS]}
 
 
@@ -186,17 +193,7 @@ def test_a_connect_server_started_with_spark_conf_pushes_filters_without_registe
     from _servers import connect_server
 
     with connect_server(lance_spark.spark_conf(), repo_conf=False) as url:
-        done = subprocess.run(
-            [sys.executable, "-c", _PLAIN_CONNECT_CLIENT, url, uri],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT ") :])
+        result = _client_result(_PLAIN_CONNECT_CLIENT, url, uri, tmp_path)
     assert result["imported"] == []  # the client never imported lance_spark
     assert result["pushdown"] == "true"
     assert result["ids"] == list(range(11, ROWS))
