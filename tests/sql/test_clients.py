@@ -4,14 +4,21 @@ appended to with SQL; and the gap issue 30 closes (time travel in Spark's own SQ
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import lance
 import pyarrow as pa
 import pytest
-from _sql_clients import CLASSIC, SPARK_SQL, SqlClient, SqlClientError, rows_as_text
-
-pytestmark = [pytest.mark.spark]
+from _sql_clients import (
+    CLASSIC,
+    SPARK_SQL,
+    THRIFT,
+    SqlClient,
+    SqlClientError,
+    rows_as_text,
+    value_text,
+)
 
 
 def _table_name(client: SqlClient, what: str) -> str:
@@ -27,6 +34,7 @@ def _write_pets(path: Path) -> None:
     )
 
 
+@pytest.mark.spark
 def test_create_read_filter_insert(sql_client: SqlClient, tmp_path: Path) -> None:
     path = tmp_path / "pets.lance"
     _write_pets(path)
@@ -40,6 +48,8 @@ def test_create_read_filter_insert(sql_client: SqlClient, tmp_path: Path) -> Non
             f"SELECT count(*), count(name), max(id) FROM {name}",
             f"SELECT id, name FROM {name} WHERE name IS NULL OR id = 1 ORDER BY id",
             f"DROP TABLE {name}",
+            # How each client gives values: rows_as_text makes them the same text.
+            "SELECT 1.5D, true, NULL, array(1, 2), 'x,y', CAST(2.50 AS DECIMAL(4, 2))",
         ]
     )
     assert rows_as_text(results[2]) == [("2", "b"), ("3", "c")]
@@ -51,10 +61,33 @@ def test_create_read_filter_insert(sql_client: SqlClient, tmp_path: Path) -> Non
     table = dataset.to_table().sort_by("id")
     assert table["id"].to_pylist() == [1, 2, 3, 4, 5]
     assert table["name"].to_pylist() == ["a", "b", "c", "d", None]
+    assert rows_as_text(results[7]) == [("1.5", "true", "NULL", "[1,2]", "x,y", "2.50")]
     if sql_client.kind == CLASSIC:  # the typed client: Python values
         assert results[4] == [(5, 4, 5)]
+    if sql_client.kind in (THRIFT, SPARK_SQL):  # the text clients: what they print
+        assert results[4] == [("5", "4", "5")]
 
 
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "NULL"),
+        (True, "true"),
+        (3, "3"),
+        (1.5, "1.5"),
+        (1e7, "1.0E7"),
+        (1.5e-4, "1.5E-4"),
+        (Decimal("2.50"), "2.50"),
+        ([1, None, "a"], '[1,null,"a"]'),
+        ({"k": [1.0]}, '{"k":[1.0]}'),
+        ("NULL", "NULL"),
+    ],
+)
+def test_value_text_prints_as_the_text_clients(value: object, text: str) -> None:
+    assert value_text(value) == text
+
+
+@pytest.mark.spark
 def test_time_travel_needs_the_catalog_today(sql_client: SqlClient, tmp_path: Path) -> None:
     """``VERSION AS OF`` on a catalog table works only through register's SQL front, which
     runs in the client's Python process (classic here). Every client without it gets Spark's
