@@ -7,7 +7,7 @@ all of them where a client starts one per call). A failing statement raises
 statements after it in a script do not run.
 
 - ``classic``: the tests' classic SparkSession (``lance_spark.register``-ed), in this process:
-  ``spark.sql(...).collect()``. Values are Python values.
+  ``spark.sql(...).collect()``, through register's SQL front. Values are Python values.
 - ``connect``: a Spark Connect client that never imports lance_spark, a subprocess
   (``_sql_connect_worker.py``) of the tests' Connect server (started with
   ``lance_spark.spark_conf()``). Values are JSON values (int, float, str, bool, None, lists,
@@ -15,11 +15,13 @@ statements after it in a script do not run.
   that process's ``sys.modules``.
 - ``thrift``: Spark's Thrift JDBC server (``HiveThriftServer2``, from the pyspark package, with
   ``lance_spark.spark_conf()`` and a Derby metastore of its own), queried with ``beeline``
-  (``--outputformat=csv2``). Values are strings, as beeline prints them (``NULL`` for null).
+  (``--outputformat=csv2``; one beeline JVM per ``sql`` or ``sql_script`` call, ~2-4 s). Values
+  are strings, as beeline prints them (``NULL`` for null).
 - ``spark-sql``: the ``spark-sql`` CLI (``local[1]``, ``--properties-file`` with
   ``lance_spark.spark_conf()``, a Derby metastore shared by all its calls in the run). Values
   are strings, as it prints them (tab-separated, ``NULL`` for null). Each call is a new JVM
-  (~20-40 s on 2 busy cores): put the statements of a test in one ``sql_script``.
+  (~15 s to start on 2 busy cores, ~35 s with the first Lance query): put the statements of a
+  test in one ``sql_script``.
 
 Compare across clients with :func:`rows_as_text`: every value as the text clients print it.
 The text clients split rows on newlines and columns on their separator (beeline's csv2 quotes
@@ -402,8 +404,7 @@ class ThriftClient:
 
     def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
         token = uuid.uuid4().hex[:8]
-        script = self.server.base / f"script-{token}.sql"
-        script.write_text(_with_markers(statements, token))
+        # -e, not -f: with -f beeline prints "\rnull<spaces>\rnull" progress junk to stdout.
         argv = [
             str(_pyspark_home() / "bin" / "beeline"),
             "-u",
@@ -413,7 +414,7 @@ class ThriftClient:
             "--silent=true",
             "--outputformat=csv2",
             "-e",
-            script.read_text(),
+            _with_markers(statements, token),
         ]
         env = {**self.server.env, "SPARK_BEELINE_OPTS": _FAST_START}  # beeline's JVM
         code, out, err = _run(argv, env, self.server.base, CLI_TIMEOUT)
@@ -429,7 +430,7 @@ class ThriftClient:
         if len(results) < len(statements):
             failed = statements[len(results)]
             raise SqlClientError(
-                self.kind, failed, _beeline_error(err, code), self.server.describe(err)
+                self.kind, failed, _beeline_error(err, code), self.server.describe()
             )
         return results
 
@@ -454,11 +455,9 @@ class ThriftServer:
         self.proc = proc
         self.jdbc_url = f"jdbc:hive2://{HOST}:{port}"
 
-    def describe(self, client_err: str = "") -> str:
-        text = self.proc.describe()
-        if client_err:
-            text = f"--- beeline stderr ---\n{client_err[-4000:]}\n{text}"
-        return text
+    def describe(self) -> str:
+        """The tail of the server's log (beeline's error is in the exception's message)."""
+        return self.proc.describe()
 
 
 @contextlib.contextmanager
@@ -564,7 +563,8 @@ class SparkSqlClient:
         code, out, err = _run(argv, self.env, self.base, CLI_TIMEOUT)
         log = self.base / f"spark-sql-{self.calls}.log"
         log.write_text(
-            f"$ spark-sql (exit code {code})\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
+            f"$ spark-sql -e (exit code {code})\n{argv[-1]}--- stdout ---\n{out}\n"
+            f"--- stderr ---\n{err}"
         )
         blocks = _split_at_markers(out.splitlines(), len(statements), token)
         results = [[tuple(line.split("\t")) for line in block] for block in blocks]
