@@ -297,6 +297,17 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def stop_tree(proc: _Process) -> None:
+    """Stops a Spark driver's process group and the PySpark daemons it forked (they run in
+    process groups of their own and leave when the JVM closes their stdin; make sure of it)."""
+    workers = descendants(proc.proc.pid)
+    proc.stop()
+    for pid in workers:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def connect_server(
     confs: Mapping[str, str] | None = None,
@@ -401,13 +412,7 @@ def _connect_process(
         yield url
     finally:
         if proc is not None:
-            workers = descendants(proc.proc.pid)
-            proc.stop()
-            # PySpark's daemon leaves when the JVM closes its stdin; make sure of it.
-            for pid in workers:
-                if alive(pid):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
+            stop_tree(proc)
 
 
 def _driver_java_options(base: Path, *, repo_conf: bool) -> str:

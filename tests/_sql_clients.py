@@ -58,11 +58,10 @@ from _servers import (
     REPO,
     ServerStartError,
     _Process,
-    alive,
-    descendants,
     free_port,
     log_tail,
     spark_env,
+    stop_tree,
 )
 
 CLASSIC = "classic"
@@ -183,17 +182,6 @@ def _run(
         err += f"\n<killed after {timeout:.0f}s>".encode()
         return -9, out.decode(errors="replace"), err.decode(errors="replace")
     return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
-
-
-def _stop_tree(proc: _Process) -> None:
-    """Stops a Spark driver's process group and the PySpark daemons it forked (they run in
-    process groups of their own), as tests/_servers.py stops the Connect server."""
-    workers = descendants(proc.proc.pid)
-    proc.stop()
-    for pid in workers:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 # C1 only and the serial GC: a Spark JVM (CLI call or server) starts in about half the time
@@ -499,7 +487,7 @@ def thrift_server(timeout: float = 240.0) -> Iterator[ThriftServer]:
         yield server
     finally:
         if proc is not None:
-            _stop_tree(proc)
+            stop_tree(proc)
         shutil.rmtree(base, ignore_errors=True)
 
 
