@@ -181,6 +181,17 @@ def _spark_conf(python: str, cwd: Path, env: dict[str, str]) -> dict[str, str]:
     return conf
 
 
+def _quick_start(venv: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The user script's quick start and reuse patterns (register mode), run from outside the
+    repository with the venv's python."""
+    script = shutil.copy(SCRIPT, tmp_path / "quick_start.py")
+    return _run(
+        [str(venv / "bin" / "python"), str(script), "register", str(tmp_path / "data")],
+        cwd=tmp_path,
+        env=_user_env(venv),
+    )
+
+
 def _result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"no RESULT line\n{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
@@ -220,12 +231,7 @@ def _check(result: dict[str, Any], venv: Path, *, jar: bool = True) -> None:
 def test_the_installed_wheel_runs_the_quick_start_and_reuse_patterns(
     user_venv: Path, tmp_path: Path
 ) -> None:
-    script = shutil.copy(SCRIPT, tmp_path / "quick_start.py")
-    done = _run(
-        [str(user_venv / "bin" / "python"), str(script), "register", str(tmp_path / "data")],
-        cwd=tmp_path,
-        env=_user_env(user_venv),
-    )
+    done = _quick_start(user_venv, tmp_path)
     result = _result(done)
     _check(result, user_venv)
     assert not [w for w in result["warnings"] if "companion" in w], result["warnings"]
@@ -258,12 +264,7 @@ def test_without_the_jar_the_answers_stay_right_and_one_line_says_why(
     kept = tmp_path / "kept.jar"
     shutil.move(jar, kept)
     try:
-        script = shutil.copy(SCRIPT, tmp_path / "quick_start.py")
-        done = _run(
-            [str(user_venv / "bin" / "python"), str(script), "register", str(tmp_path / "data")],
-            cwd=tmp_path,
-            env=_user_env(user_venv),
-        )
+        done = _quick_start(user_venv, tmp_path)
     finally:
         shutil.move(kept, jar)
     result = _result(done)
@@ -282,12 +283,7 @@ def test_the_sdist_installed_on_python_3_12_has_the_jar_and_runs_the_quick_start
     warning in the test summary says that 3.12 was not tested."""
     venv, fallback = sdist_venv_3_12
     assert _installed_jar(venv).is_file()
-    script = shutil.copy(SCRIPT, tmp_path / "quick_start.py")
-    done = _run(
-        [str(venv / "bin" / "python"), str(script), "register", str(tmp_path / "data")],
-        cwd=tmp_path,
-        env=_user_env(venv),
-    )
+    done = _quick_start(venv, tmp_path)
     result = _result(done)
     if fallback is None:
         assert result["python"].startswith("3.12."), result["python"]

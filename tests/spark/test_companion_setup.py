@@ -24,25 +24,26 @@ DRIVER = Path(__file__).resolve().with_name("_companion_driver.py")
 ROWS = 40
 
 
+def _result_of(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs a Python process of its own and returns the JSON of its ``RESULT`` line."""
+    done = subprocess.run(
+        argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        pytest.fail(
+            f"{argv[1]} exited with {done.returncode}\n{done.stdout}\n{done.stderr[-4000:]}"
+        )
+    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
+    return result
+
+
 def _run(mode: str, uri: str, cwd: Path, *, conf_dir: bool = True) -> dict[str, Any]:
     """``conf_dir`` False: a user's own session, without the repository's spark-defaults.conf."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     if not conf_dir:
         env.pop("SPARK_CONF_DIR", None)
-    done = subprocess.run(
-        [sys.executable, str(DRIVER), mode, uri],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        pytest.fail(f"driver exited with {done.returncode}\n{done.stdout}\n{done.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    return result
+    return _result_of([sys.executable, str(DRIVER), mode, uri], cwd, env)
 
 
 @pytest.fixture
@@ -120,23 +121,6 @@ def test_configure_sets_the_recommended_settings_and_keeps_the_users(
     assert result["filtered"] == list(range(11, ROWS)) and result["count"] == ROWS
 
 
-def _client_result(client: str, url: str, uri: str, cwd: Path) -> dict[str, Any]:
-    """Runs a Connect client script (argv: the server's URL, the table) in a process of its
-    own and returns the JSON of its ``RESULT`` line."""
-    done = subprocess.run(
-        [sys.executable, "-c", client, url, uri],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT ") :])
-    return result
-
-
 _CONNECT_CLIENT = """
 import json, sys
 from pyspark.sql.connect.session import SparkSession
@@ -160,7 +144,7 @@ def test_a_connect_server_without_the_jar_is_reported_and_answers_right(
 
     confs = dict(lance_spark.spark_conf(), **{"spark.jars": "/nonexistent/companion.jar"})
     with connect_server(confs) as url:
-        result = _client_result(_CONNECT_CLIENT, url, uri, tmp_path)
+        result = _result_of([sys.executable, "-c", _CONNECT_CLIENT, url, uri], tmp_path)
     assert result == {"enabled": False, "counts": [ROWS - 11, ROWS]}
 
 
@@ -193,7 +177,7 @@ def test_a_connect_server_started_with_spark_conf_pushes_filters_without_registe
     from _servers import connect_server
 
     with connect_server(lance_spark.spark_conf(), repo_conf=False) as url:
-        result = _client_result(_PLAIN_CONNECT_CLIENT, url, uri, tmp_path)
+        result = _result_of([sys.executable, "-c", _PLAIN_CONNECT_CLIENT, url, uri], tmp_path)
     assert result["imported"] == []  # the client never imported lance_spark
     assert result["pushdown"] == "true"
     assert result["ids"] == list(range(11, ROWS))
