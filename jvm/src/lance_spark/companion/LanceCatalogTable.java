@@ -30,18 +30,32 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
   private final String path;
   private final CaseInsensitiveStringMap fixed;
   private final boolean pinned;
+  private final Map<String, String> properties;
 
   LanceCatalogTable(
       PythonTable python,
       PythonDataSourceV2 dataSource,
       String path,
       CaseInsensitiveStringMap fixed,
-      boolean pinned) {
+      boolean pinned,
+      Map<String, String> properties) {
     super(python);
     this.dataSource = dataSource;
     this.path = path;
     this.fixed = fixed;
     this.pinned = pinned;
+    this.properties = properties;
+  }
+
+  /**
+   * The catalog entry's table properties ({@code provider}, {@code location},
+   * {@code external}, {@code option.*}, as {@code V1Table.properties}: what
+   * {@code DESCRIBE TABLE EXTENDED} and {@code SHOW CREATE TABLE} show); a path identifier's
+   * are the provider and the location.
+   */
+  @Override
+  public Map<String, String> properties() {
+    return properties;
   }
 
   @Override

@@ -11,6 +11,7 @@ import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.catalog.V1Table;
 import org.apache.spark.sql.execution.datasources.DataSource$;
@@ -98,7 +99,8 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
       // throws undeclared.
       if ((e instanceof NoSuchTableException || e instanceof NoSuchNamespaceException)
           && isPathIdentifier(ident)) {
-        return lanceTable(ident.name(), Map.of(), null, versionKey, versionValue);
+        return lanceTable(ident.name(), Map.of(), null, pathProperties(ident.name()),
+            versionKey, versionValue);
       }
       throw LanceSessionCatalog.<RuntimeException>rethrow(e);
     }
@@ -107,7 +109,8 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
       Map<String, String> storage =
           CollectionConverters.asJava(entry.storage().properties());
       return lanceTable(
-          location(entry.location()), storage, entry.schema(), versionKey, versionValue);
+          location(entry.location()), storage, entry.schema(), v1.properties(), versionKey,
+          versionValue);
     }
     if (versionKey != null) {
       // Not a Lance table: the delegate's own answer (V2SessionCatalog refuses time travel).
@@ -150,6 +153,12 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
     return name.startsWith("/") || name.contains("://") || name.startsWith("file:");
   }
 
+  private static Map<String, String> pathProperties(String path) {
+    return Map.of(
+        TableCatalog.PROP_PROVIDER, PythonTableView.FORMAT, TableCatalog.PROP_LOCATION, path,
+        TableCatalog.PROP_EXTERNAL, "true");
+  }
+
   /** A catalog location as the Python source takes it (a plain path for local files). */
   private static String location(URI uri) {
     if ("file".equals(uri.getScheme())) {
@@ -168,6 +177,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
       String path,
       Map<String, String> storage,
       StructType catalogSchema,
+      Map<String, String> properties,
       String versionKey,
       String versionValue) {
     Map<String, String> options = new HashMap<>(storage);
@@ -185,7 +195,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
     PythonTable python =
         (PythonTable) source.getTable(schema, new org.apache.spark.sql.connector.expressions
             .Transform[0], options);
-    return new LanceCatalogTable(python, source, path, fixed, versionKey != null);
+    return new LanceCatalogTable(python, source, path, fixed, versionKey != null, properties);
   }
 
   private static PythonDataSourceV2 provider() {
