@@ -20,8 +20,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * ({@code path}, storage options, {@code versionAsOf} / {@code timestampAsOf}) under the
  * query's own; every write goes to the location ({@link LanceWriteTable}).
  *
- * <p>{@link LanceScanRule} and {@link LanceWriteRule} leave it alone (it is not a
- * {@code PythonTable}): it builds the companion's scan and write itself.
+ * <p>Its scans are Spark's own Python scans (which stream) until {@link LanceScanRule} gives a
+ * batch read {@link #withCompanionScan}; {@link LanceWriteRule} leaves it alone (it is not a
+ * {@code PythonTable}): it builds the companion's write itself.
  *
  * <p>Spark internals: {@code PythonTable}, {@code PythonDataSourceV2} (as {@link LanceScanTable}).
  */
@@ -31,6 +32,9 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
   private final CaseInsensitiveStringMap fixed;
   private final boolean pinned;
   private final Map<String, String> properties;
+  // Whether scans are the companion's (LanceScanRule's copy for a batch read): a streaming
+  // read never meets the optimizer's rule and keeps Spark's scan, which streams.
+  private final boolean companionScan;
 
   LanceCatalogTable(
       PythonTable python,
@@ -39,12 +43,29 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
       CaseInsensitiveStringMap fixed,
       boolean pinned,
       Map<String, String> properties) {
+    this(python, dataSource, path, fixed, pinned, properties, false);
+  }
+
+  private LanceCatalogTable(
+      PythonTable python,
+      PythonDataSourceV2 dataSource,
+      String path,
+      CaseInsensitiveStringMap fixed,
+      boolean pinned,
+      Map<String, String> properties,
+      boolean companionScan) {
     super(python);
     this.dataSource = dataSource;
     this.path = path;
     this.fixed = fixed;
     this.pinned = pinned;
     this.properties = properties;
+    this.companionScan = companionScan;
+  }
+
+  /** This table, read by the companion's scan (what {@link LanceScanRule} gives batch reads). */
+  LanceCatalogTable withCompanionScan() {
+    return new LanceCatalogTable(python, dataSource, path, fixed, pinned, properties, true);
   }
 
   /**
@@ -72,8 +93,7 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
     Map<String, String> merged = new HashMap<>(fixed.asCaseSensitiveMap());
     merged.putAll(options.asCaseSensitiveMap());
     CaseInsensitiveStringMap scanOptions = new CaseInsensitiveStringMap(merged);
-    String changeFeed = scanOptions.getOrDefault(LanceScanRule.CHANGE_FEED_OPTION, "false");
-    if (!companionEnabled() || Boolean.parseBoolean(changeFeed.trim())) {
+    if (!companionScan) {
       return python.newScanBuilder(scanOptions);
     }
     return new LanceScanBuilder(dataSource, python.name(), python.schema(), scanOptions);
