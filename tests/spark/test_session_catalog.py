@@ -175,3 +175,31 @@ def test_time_stamp_format_matches_python() -> None:
     assert parse_timestamp("2026-01-31T12:00:00.000123Z") == datetime(
         2026, 1, 31, 12, 0, 0, 123, tzinfo=UTC
     )
+
+
+def test_spark_connect_client_without_lance_spark_gets_the_same(table: tuple[str, str]) -> None:
+    """A Spark Connect client that never calls ``register`` (no Python SQL front, no
+    patches): the server's session catalog serves time travel, path identifiers and writes."""
+    from _servers import connect_server
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    path, _ = table
+    conf = {**lance_spark.spark_conf(), "spark.sql.catalog.spark_catalog": CATALOG}
+    with connect_server(conf) as url:
+        client = ConnectSession.builder.remote(url).create()
+        try:
+            client.sql(f"CREATE TABLE t USING lance LOCATION '{path}'")
+
+            def ids(frame: object) -> list[int]:
+                return sorted(r.id for r in frame.collect())  # type: ignore[attr-defined]
+
+            v1 = [1, 2, 3]
+            assert ids(client.sql("SELECT * FROM t VERSION AS OF 1")) == v1
+            assert ids(client.read.option("versionAsOf", "1").table("t")) == v1
+            assert ids(client.sql(f"SELECT * FROM lance.`{path}` VERSION AS OF 1")) == v1
+            client.createDataFrame([(6, "f")], "id long, s string").writeTo("t").append()
+            client.sql("INSERT INTO t VALUES (7, 'g')")
+            assert ids(client.table("t")) == [1, 2, 3, 4, 5, 6, 7]
+            assert lance.dataset(path).version == 4
+        finally:
+            client.stop()
