@@ -34,6 +34,9 @@ final class LanceScanRule extends Rule<LogicalPlan> {
     }
     Function1<LogicalPlan, LogicalPlan> replace = node -> {
       if (node instanceof DataSourceV2Relation relation && !isChangeFeed(relation)) {
+        if (relation.table() instanceof LanceCatalogTable served) {
+          return PythonTableView.withTable(relation, served.withCompanionScan());
+        }
         LanceScanTable table = LanceScanTable.wrap(relation.table());
         if (table != null) {
           return PythonTableView.withTable(relation, table);

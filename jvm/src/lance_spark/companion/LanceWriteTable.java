@@ -66,10 +66,25 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   // Whether write tasks size their batches (false: the companion is switched off).
   private final boolean sized;
 
-  private LanceWriteTable(PythonTable python, String catalogTable, boolean sized) {
+  // The location the catalog gave (LanceSessionCatalog), or null: the schema's lance.uri.
+  private final String catalogLocation;
+
+  private LanceWriteTable(
+      PythonTable python, String catalogTable, String catalogLocation, boolean sized) {
     super(python);
     this.catalogTable = catalogTable;
+    this.catalogLocation = catalogLocation;
     this.sized = sized;
+  }
+
+  /** The table to write {@code python} at {@code location} with (a catalog's Lance table). */
+  static LanceWriteTable at(PythonTable python, String location, boolean sized) {
+    return new LanceWriteTable(python, location, location, sized);
+  }
+
+  @Override
+  String location() {
+    return catalogLocation != null ? catalogLocation : super.location();
   }
 
   /**
@@ -79,7 +94,7 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
    */
   static LanceWriteTable wrap(Table table, String catalogTable, boolean sized) {
     PythonTable python = lanceTable(table);
-    return python == null ? null : new LanceWriteTable(python, catalogTable, sized);
+    return python == null ? null : new LanceWriteTable(python, catalogTable, null, sized);
   }
 
   @Override

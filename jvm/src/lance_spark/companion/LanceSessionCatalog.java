@@ -1,0 +1,211 @@
+package lance_spark.companion;
+
+import java.net.URI;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.Map;
+
+import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
+import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
+import org.apache.spark.sql.connector.catalog.TableProvider;
+import org.apache.spark.sql.connector.catalog.V1Table;
+import org.apache.spark.sql.execution.datasources.DataSource$;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * PROTOTYPE (issue 30): serves {@code USING lance} tables from Spark's session catalog, so that
+ * every client (the {@code spark-sql} CLI, JDBC, Spark Connect without {@code lance_spark})
+ * gets time travel and path identifiers, with nothing but server settings:
+ * {@code spark.sql.catalog.spark_catalog=lance_spark.companion.LanceSessionCatalog}.
+ *
+ * <p>Spark interface: {@code org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension}
+ * (public; Spark sets Spark's own {@code V2SessionCatalog} as the delegate). It overrides the
+ * three {@code TableCatalog.loadTable} methods only; everything else (create, drop, alter,
+ * namespaces) is the delegate's.
+ * <ul>
+ *   <li>{@code loadTable(ident)}: the delegate answers a {@code V1Table} (with a custom session
+ *       catalog, {@code V2SessionCatalog} never turns a catalog entry into its provider's
+ *       table); one whose {@code CatalogTable.provider} is {@code lance} becomes a
+ *       {@link LanceCatalogTable} at the entry's location.
+ *   <li>{@code loadTable(ident, version)} / {@code loadTable(ident, timestampMicros)} ({@code
+ *       VERSION AS OF}, {@code TIMESTAMP AS OF}, {@code DataFrameReader.option("versionAsOf")}
+ *       on a table): the same, with the Python source's {@code versionAsOf} /
+ *       {@code timestampAsOf} option; the schema is that version's (asked from Python).
+ *   <li>{@code lance.`/path`} (namespace {@code lance}, name a path) when no such table exists:
+ *       the Lance table at that path, as Delta's {@code DeltaCatalog} serves
+ *       {@code delta.`/path`}.
+ * </ul>
+ *
+ * <p>Java decides nothing about Lance: the table's schema (of a version, of a path) is the
+ * Python data source's {@code schema()}, called through Spark's own runner
+ * ({@code TableProvider.inferSchema} of the Python source); a version, a timestamp or a path
+ * that Lance does not have fails there.
+ *
+ * <p>Spark internals: {@code DataSource.lookupDataSourceV2} (the {@code PythonDataSourceV2} of the
+ * Python source {@code lance}, registered in every session by Spark's discovery of
+ * {@code pyspark_lance}; there is no public way to get a provider by name),
+ * {@code PythonDataSourceV2} / {@code PythonTable} (the table and its write builder),
+ * {@code CatalogTable} (provider, location, storage properties of a {@code V1Table}).
+ */
+public class LanceSessionCatalog extends DelegatingCatalogExtension {
+  /** The namespace of path identifiers: {@code lance.`/path/to/t.lance`}. */
+  static final String PATH_NAMESPACE = "lance";
+
+  // Read options of the Python source (lance_spark.source.options).
+  static final String VERSION_AS_OF = "versionAsOf";
+  static final String TIMESTAMP_AS_OF = "timestampAsOf";
+
+  @Override
+  public Table loadTable(Identifier ident) throws NoSuchTableException {
+    return load(ident, null, null);
+  }
+
+  @Override
+  public Table loadTable(Identifier ident, String version) throws NoSuchTableException {
+    return load(ident, VERSION_AS_OF, version);
+  }
+
+  @Override
+  public Table loadTable(Identifier ident, long timestampMicros) throws NoSuchTableException {
+    return load(ident, TIMESTAMP_AS_OF, isoInstant(timestampMicros));
+  }
+
+  /** {@code micros} since the epoch as an ISO-8601 instant in UTC (what Python parses). */
+  static String isoInstant(long micros) {
+    long seconds = Math.floorDiv(micros, 1_000_000L);
+    long nanos = Math.floorMod(micros, 1_000_000L) * 1_000L;
+    return Instant.ofEpochSecond(seconds, nanos).toString();
+  }
+
+  private Table load(Identifier ident, String versionKey, String versionValue)
+      throws NoSuchTableException {
+    Table table;
+    try {
+      table = super.loadTable(ident);
+    } catch (Exception e) {
+      // V2SessionCatalog reports a missing database as NoSuchNamespaceException, which Scala
+      // throws undeclared.
+      if ((e instanceof NoSuchTableException || e instanceof NoSuchNamespaceException)
+          && isPathIdentifier(ident)) {
+        return lanceTable(ident.name(), Map.of(), null, pathProperties(ident.name()),
+            versionKey, versionValue);
+      }
+      throw LanceSessionCatalog.<RuntimeException>rethrow(e);
+    }
+    if (table instanceof V1Table v1 && isLance(v1.catalogTable())) {
+      CatalogTable entry = v1.catalogTable();
+      Map<String, String> storage =
+          CollectionConverters.asJava(entry.storage().properties());
+      return lanceTable(
+          location(entry.location()), storage, entry.schema(), v1.properties(), versionKey,
+          versionValue);
+    }
+    if (versionKey != null) {
+      // Not a Lance table: the delegate's own answer (V2SessionCatalog refuses time travel).
+      return VERSION_AS_OF.equals(versionKey)
+          ? super.loadTable(ident, versionValue)
+          : super.loadTable(ident, parseMicros(versionValue));
+    }
+    return table;
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Exception> E rethrow(Exception e) throws E {
+    throw (E) e;
+  }
+
+  private static long parseMicros(String iso) {
+    Instant instant = Instant.parse(iso);
+    return Math.addExact(
+        Math.multiplyExact(instant.getEpochSecond(), 1_000_000L), instant.getNano() / 1_000L);
+  }
+
+  private static boolean isLance(CatalogTable entry) {
+    Option<String> provider = entry.provider();
+    return provider.isDefined() && PythonTableView.FORMAT.equalsIgnoreCase(provider.get());
+  }
+
+  /**
+   * {@code lance.`path`}: Delta's rule (the namespace is the format's name, the name an
+   * absolute path or a URI) when {@code spark.sql.runSQLOnFiles} is on.
+   */
+  private static boolean isPathIdentifier(Identifier ident) {
+    String[] namespace = ident.namespace();
+    if (namespace.length != 1 || !PATH_NAMESPACE.equalsIgnoreCase(namespace[0])) {
+      return false;
+    }
+    if (!SQLConf.get().runSQLonFile()) {
+      return false;
+    }
+    String name = ident.name();
+    return name.startsWith("/") || name.contains("://") || name.startsWith("file:");
+  }
+
+  private static Map<String, String> pathProperties(String path) {
+    return Map.of(
+        TableCatalog.PROP_PROVIDER, PythonTableView.FORMAT, TableCatalog.PROP_LOCATION, path,
+        TableCatalog.PROP_EXTERNAL, "true");
+  }
+
+  /** A catalog location as the Python source takes it (a plain path for local files). */
+  private static String location(URI uri) {
+    if ("file".equals(uri.getScheme())) {
+      return uri.getPath();
+    }
+    return uri.toString();
+  }
+
+  /**
+   * The Lance table at {@code path}: Spark's Python table of the {@code lance} source, read
+   * with {@code path} (and the version option) added to every scan's options and written at
+   * {@code path}. {@code catalogSchema}: the catalog entry's schema, or null to ask Python
+   * (a path identifier); a version's schema is always Python's.
+   */
+  private static Table lanceTable(
+      String path,
+      Map<String, String> storage,
+      StructType catalogSchema,
+      Map<String, String> properties,
+      String versionKey,
+      String versionValue) {
+    Map<String, String> options = new HashMap<>(storage);
+    options.put(LanceWriteTable.PATH, path);
+    if (versionKey != null) {
+      options.put(versionKey, versionValue);
+    }
+    CaseInsensitiveStringMap fixed = new CaseInsensitiveStringMap(options);
+    StructType schema = catalogSchema;
+    if (schema == null || versionKey != null) {
+      // A provider caches the Python instance it first creates: this one is for the schema.
+      schema = provider().inferSchema(fixed);
+    }
+    PythonDataSourceV2 source = provider();
+    PythonTable python =
+        (PythonTable) source.getTable(schema, new org.apache.spark.sql.connector.expressions
+            .Transform[0], options);
+    return new LanceCatalogTable(python, source, path, fixed, versionKey != null, properties);
+  }
+
+  private static PythonDataSourceV2 provider() {
+    Option<TableProvider> found =
+        DataSource$.MODULE$.lookupDataSourceV2(PythonTableView.FORMAT, SQLConf.get());
+    if (found.isDefined() && found.get() instanceof PythonDataSourceV2 python) {
+      return python;
+    }
+    throw new IllegalStateException(
+        "lance_spark companion: the Python data source 'lance' is not registered in this "
+            + "session (is lance_spark installed for the Python of the driver?)");
+  }
+}
