@@ -10,27 +10,23 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import sqlglot
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import _settings, _spark, sql
 from lance_spark.errors import LanceSparkError, PerformanceWarning
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
-from lance_spark.source.options import BRANCH, MAIN_BRANCH, parse_auto_compact_conf
+from lance_spark.source.options import parse_auto_compact_conf
 from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
     checked_storage,
-    lance_reader,
     redact_storage_options,
     reset_private_formats,
-    session_storage,
     source_class,
     storage_conf,
 )
-from lance_spark.sql.targets import lance_table
 from lance_spark.table import writes
 
 
@@ -101,11 +97,12 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     sql.install(spark, defaults)
     _spark.install_thread_sessions()  # writes from any Python thread (see _spark)
     _spark.install_write_hooks(writes.handle)  # writeTo, saveAsTable, save modes (see there)
-    _spark.install_table_time_travel(_time_travel_table)
     _check_workers(spark)  # before the daemon module changes: Spark's own daemon runs the probe
     _spark.quiet_python_daemon(spark)  # no traceback per worker after show() (see _spark)
     if not _spark.enable_companion(spark):
         _warn_without_companion(spark)
+    elif not _spark.use_session_catalog(spark):
+        _warn_other_session_catalog(spark)
     _warn_missing_settings(spark, conf)
 
 
@@ -161,30 +158,6 @@ def spark_conf() -> dict[str, str]:
 _warned = threading.Event()
 _warned_settings = threading.Event()
 _checked_apps: set[str] = set()
-
-
-# Read options a catalog table's read cannot take from Spark (see install_table_time_travel).
-_TIME_TRAVEL_OPTIONS = frozenset({"versionasof", "timestampasof", "version", "tag", "branch"})
-
-
-def _time_travel_table(spark: SparkSession, name: str, options: dict[str, str]) -> DataFrame | None:
-    """``spark.read.options(...).table(name)`` of a Lance catalog table asked for an old
-    version or a branch: the same read by path (None: Spark's own ``table``). Which table
-    ``name`` means is decided as for SQL statements (views are not the whole table: they stay
-    Spark's)."""
-    if not {k.lower() for k in options} & _TIME_TRAVEL_OPTIONS:
-        return None
-    try:
-        target = sqlglot.exp.to_table(name, dialect="spark")
-    except sqlglot.errors.ParseError:
-        return None  # Spark's own table() reports it
-    table = lance_table(spark, target)
-    if table is None:
-        return None
-    reader = lance_reader(spark, session_storage(spark)).options(**options)
-    if table.currentBranch != MAIN_BRANCH:  # name.branch_b: that branch, as in SQL
-        reader = reader.option(BRANCH, table.currentBranch)
-    return reader.load(table._context.root)
 
 
 # The probe runs in a Python worker that may lack lance_spark, so it must not need it: made
@@ -252,9 +225,20 @@ def _warn_without_companion(spark: SparkSession) -> None:
     else:
         fix = "build the session with lance_spark.configure(SparkSession.builder)"
     warnings.warn(
-        "lance_spark: the JVM companion is not loaded, so Lance reads are right but slower "
-        "(Spark reads every column and filters the rows itself) and writes into catalog "
-        f"tables fail; to load it, {fix}.",
+        "lance_spark: the JVM companion is not loaded, so Lance reads by path are right but "
+        "slower (Spark reads every column and filters the rows itself), and catalog tables "
+        "USING lance, VERSION AS OF and lance.`path` in SQL fail (the companion's session "
+        f"catalog serves them); to load it, {fix}.",
+        stacklevel=3,
+    )
+
+
+def _warn_other_session_catalog(spark: SparkSession) -> None:
+    warnings.warn(
+        f"lance_spark: this session's {_spark.SESSION_CATALOG_CONF} is "
+        f"{spark.conf.get(_spark.SESSION_CATALOG_CONF)!r}, not {_spark.SESSION_CATALOG_CLASS!r}: "
+        "catalog tables USING lance (and VERSION AS OF, lance.`path`) are served only by the "
+        "latter; reads and writes by path work",
         stacklevel=3,
     )
 

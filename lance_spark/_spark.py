@@ -108,56 +108,6 @@ def _with_own_session(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-# --- spark.read.option("versionAsOf", n).table(name) ---------------------------------------
-
-TableReader = Callable[[SparkSession, str, dict[str, str]], "DataFrame | None"]
-_OPTIONS_ATTR = "_lance_spark_options"
-_TABLE_MARKER = "_lance_spark_table_time_travel"
-
-
-def install_table_time_travel(resolve: TableReader) -> None:
-    """Make ``spark.read.option("versionAsOf", n).table(name)`` (Delta's habit) work: when
-    ``resolve(spark, name, options)`` returns a DataFrame for the reader's options (a Lance
-    table asked for an old version), ``table`` returns it; otherwise Spark's ``table`` runs.
-
-    Spark limit (4.3): a catalog table read with ``versionAsOf`` / ``timestampAsOf`` options
-    is refused with ``UNSUPPORTED_FEATURE.TIME_TRAVEL`` for Python data sources before the
-    source sees the options. The classic reader keeps its options only in the JVM, so its
-    ``option`` / ``options`` also record them here; the Connect reader keeps them in
-    ``_options``. Can go when Spark passes time travel to Python data source tables.
-    """
-    from pyspark.sql.connect.readwriter import DataFrameReader as ConnectReader
-
-    if getattr(DataFrameReader.table, _TABLE_MARKER, False):
-        return
-    plain_option, plain_options = DataFrameReader.option, DataFrameReader.options
-
-    def option(self: DataFrameReader, key: str, value: Any) -> DataFrameReader:
-        self.__dict__.setdefault(_OPTIONS_ATTR, {})[key] = option_text(value)
-        return plain_option(self, key, value)
-
-    def options(self: DataFrameReader, **values: Any) -> DataFrameReader:
-        recorded = self.__dict__.setdefault(_OPTIONS_ATTR, {})
-        recorded.update({k: option_text(v) for k, v in values.items()})
-        return plain_options(self, **values)
-
-    def wrap(original: Callable[..., DataFrame], connect: bool) -> Callable[..., DataFrame]:
-        @functools.wraps(original)
-        def table(self: Any, tableName: str) -> DataFrame:
-            recorded = dict(self._options if connect else self.__dict__.get(_OPTIONS_ATTR, {}))
-            session = self._client if connect else self._spark
-            found = resolve(session, tableName, recorded) if recorded else None
-            return found if found is not None else original(self, tableName)
-
-        setattr(table, _TABLE_MARKER, True)
-        return table
-
-    DataFrameReader.option = functools.wraps(plain_option)(option)  # type: ignore[method-assign]
-    DataFrameReader.options = functools.wraps(plain_options)(options)  # type: ignore[method-assign]
-    DataFrameReader.table = wrap(DataFrameReader.table, False)  # type: ignore[method-assign]
-    ConnectReader.table = wrap(ConnectReader.table, True)  # type: ignore[method-assign,assignment]
-
-
 # --- spark.sql without the SQL front ---------------------------------------------------------
 PLAIN_SQL_ATTR = "_lance_spark_plain_sql"
 
@@ -1248,13 +1198,19 @@ COMPANION_ENABLED_CONF = "spark.lance.companion.enabled"
 COMPANION_JAR_NAME = "lance-spark-companion.jar"
 _EXTENSIONS_CONF = "spark.sql.extensions"
 _JARS_CONF = "spark.jars"
+_DRIVER_CLASSPATH_CONF = "spark.driver.extraClassPath"
 # Spark asks a Python data source to push filters only when this is true (its default is
 # false); the companion pushes filters into a Lance scan only then (LanceScanBuilder).
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
+# Spark's session catalog: the companion's LanceSessionCatalog serves Lance tables from it
+# (locations, VERSION AS OF, lance.`path`, t.branch_b) for every client.
+SESSION_CATALOG_CONF = "spark.sql.catalog.spark_catalog"
+SESSION_CATALOG_CLASS = "lance_spark.companion.LanceSessionCatalog"
+
 # Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
-COMPANION_PROTOCOL = 2
+COMPANION_PROTOCOL = 3
 # The SQL function the companion adds to the sessions it is loaded in: its PROTOCOL.
 COMPANION_PROTOCOL_FUNCTION = "lance_companion_protocol"
 
@@ -1289,8 +1245,9 @@ QUIET_DAEMON_MODULE = "lance_spark_daemon"
 
 
 def companion_conf(current: dict[str, str] | None = None) -> dict[str, str]:
-    """The Spark settings that load the companion (jar and session extension), merged into the
-    comma-separated lists ``current`` may already hold, and the ones it needs: Spark's filter
+    """The Spark settings that load the companion (jar, session extension and the session
+    catalog that serves Lance tables), merged into the comma-separated lists ``current`` may
+    already hold, and the ones it needs: Spark's filter
     pushdown for Python data sources (without it the companion pushes no filter into Lance, in
     every session that does not call ``register``) and the quiet Python daemon. A value of
     those two already in ``current`` is kept."""
@@ -1300,9 +1257,19 @@ def companion_conf(current: dict[str, str] | None = None) -> dict[str, str]:
         present = [v.strip() for v in str(current.get(key) or "").split(",") if v.strip()]
         return ",".join(present if value in present else [*present, value])
 
+    jar = companion_jar()
+    classpath = [p for p in str(current.get(_DRIVER_CLASSPATH_CONF) or "").split(os.pathsep) if p]
     return {
-        _JARS_CONF: merged(_JARS_CONF, companion_jar()),
+        _JARS_CONF: merged(_JARS_CONF, jar),
+        # Also on the driver's own class path: a Thrift JDBC server loads the session catalog
+        # with the class loader of its handler threads, which does not see spark.jars.
+        _DRIVER_CLASSPATH_CONF: os.pathsep.join(
+            classpath if jar in classpath else [*classpath, jar]
+        ),
         _EXTENSIONS_CONF: merged(_EXTENSIONS_CONF, COMPANION_EXTENSION),
+        # Lance tables in spark_catalog; a session catalog the user chose (Delta's, Iceberg's)
+        # is kept, and then Lance catalog tables fail with a message saying so.
+        SESSION_CATALOG_CONF: str(current.get(SESSION_CATALOG_CONF) or SESSION_CATALOG_CLASS),
         # A daemon that ends workers Spark stopped reading (show(), limit) without printing
         # a BrokenPipeError traceback each time (see lance_spark_daemon); a daemon module
         # the user chose is kept.
@@ -1440,6 +1407,21 @@ def enable_companion(spark: SparkSession) -> bool:
             return False
     extensions.installOn(spark._jsparkSession)
     return True
+
+
+def use_session_catalog(spark: SparkSession) -> bool:
+    """Make the companion's ``LanceSessionCatalog`` this session's ``spark_catalog`` unless
+    another one is configured; True when it is (or already was) the session catalog.
+
+    Spark reads ``spark.sql.catalog.spark_catalog`` each time it asks for the session catalog
+    (``CatalogManager.v2SessionCatalog``) and creates a custom one on first use, so setting it
+    on a running session takes effect from the next statement, on a classic session and on a
+    Spark Connect server that has the companion's jar."""
+    current = spark.conf.get(SESSION_CATALOG_CONF, None)
+    if not current:
+        spark.conf.set(SESSION_CATALOG_CONF, SESSION_CATALOG_CLASS)
+        return True
+    return current == SESSION_CATALOG_CLASS
 
 
 def _companion_class(spark: SparkSession) -> Any:

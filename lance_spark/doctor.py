@@ -3,8 +3,8 @@
 Each check prints one line, ``ok`` or ``FAIL`` with the one thing to do; the exit status is
 the number of failed checks (0: all is well). The checks, in order: Java, the JVM companion's
 jar, the interpreter of Spark's Python workers (``PYSPARK_PYTHON``), and a live session: the
-companion loaded, Spark's filter pushdown on without ``register``, a Lance table written and
-read through Spark, the recommended settings.
+companion loaded, Spark's filter pushdown on without ``register``, the session catalog that
+serves Lance tables, a Lance table written and read through Spark, the recommended settings.
 ``--remote sc://host:port`` checks a Spark Connect server's session instead of a local one.
 
 Example::
@@ -175,7 +175,32 @@ def check_filter_pushdown(value: str | None, *, connect: bool) -> Check:
     )
 
 
-def check_session(spark: Any, *, connect: bool, pushdown: str | None) -> list[Check]:
+def check_session_catalog(value: str | None, *, connect: bool) -> Check:
+    """The session catalog as the session was built (``value``: its
+    ``spark.sql.catalog.spark_catalog`` before ``register``, None: unset). The companion's
+    ``LanceSessionCatalog`` serves catalog tables ``USING lance``, ``VERSION AS OF`` and
+    ``lance.`path``` to every client; another one (Delta's, Iceberg's) cannot."""
+    key, ours = _spark.SESSION_CATALOG_CONF, _spark.SESSION_CATALOG_CLASS
+    if value == ours or (value is None and not connect):  # register sets it on a classic one
+        return Check("session catalog", f"{key} = {ours}")
+    if value is None:
+        return Check(
+            "session catalog",
+            f"{key} is unset: clients that never call lance_spark.register get no catalog "
+            "tables USING lance, VERSION AS OF or lance.`path`",
+            "start the Spark Connect server with the settings of lance_spark.spark_conf()",
+        )
+    return Check(
+        "session catalog",
+        f"{key} = {value}: catalog tables USING lance, VERSION AS OF and lance.`path` need "
+        f"{ours}; reads and writes by path work",
+        f"use a session of its own for Lance tables, or drop {key}",
+    )
+
+
+def check_session(
+    spark: Any, *, connect: bool, pushdown: str | None, catalog: str | None = None
+) -> list[Check]:
     """The companion in ``spark``, its filter pushdown (``pushdown``: the conf's value before
     ``register`` set it, see :func:`check_filter_pushdown`), a round trip of a small Lance
     table, the settings."""
@@ -190,6 +215,7 @@ def check_session(spark: Any, *, connect: bool, pushdown: str | None) -> list[Ch
         )
         checks.append(Check("companion in session", "not loaded", fix))
     checks.append(check_filter_pushdown(pushdown, connect=connect))
+    checks.append(check_session_catalog(catalog, connect=connect))
     if not connect:
         with tempfile.TemporaryDirectory(prefix="lance_spark_doctor_") as tmp:
             checks.append(_round_trip(spark, os.path.join(tmp, "doctor.lance")))
@@ -278,11 +304,13 @@ def _session_checks(remote: str | None) -> list[Check]:
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         spark = configure(builder).getOrCreate()
     try:
-        pushdown = _conf(spark, _spark.FILTER_PUSHDOWN_CONF)  # as built: register sets it
+        # As built: register sets both.
+        pushdown = _conf(spark, _spark.FILTER_PUSHDOWN_CONF)
+        catalog = _conf(spark, _spark.SESSION_CATALOG_CONF)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the checks say it, with the fix
             register(spark)
-        return check_session(spark, connect=remote is not None, pushdown=pushdown)
+        return check_session(spark, connect=remote is not None, pushdown=pushdown, catalog=catalog)
     finally:
         spark.stop()
 

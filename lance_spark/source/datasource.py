@@ -16,7 +16,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructField, StructType
 
-from lance_spark.errors import InvalidOptionError, SchemaMismatchError
+from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import change_feed as _change_feed
 from lance_spark.source import dataset
 from lance_spark.source import reader as _reader
@@ -86,13 +86,10 @@ class LanceDataSource(DataSource):
         options = {k: v for k, v in options.items() if k.lower() not in STREAM_READ_KEYS}
         opts = parse_read_options(options, session_storage=self.defaults.storage)
         uri = dataset.branch_location(
-            self._require_uri(opts.uri, None), opts.branch, storage=opts.storage
+            self._require_uri(opts.uri), opts.branch, storage=opts.storage
         )
         ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage, branch=opts.branch)
-        projection = _reader.table_projection(ds.schema, opts)
-        when = opts.time_travel.timestamp
-        resolved = None if when is None else _reader.resolved_marker(when, int(ds.version))
-        return _reader.spark_schema(ds.schema, projection, uri=uri, resolved=resolved)
+        return _reader.spark_schema(ds.schema, _reader.table_projection(ds.schema, opts))
 
     def _change_feed_schema(self, options: dict[str, str]) -> StructType:
         """A change feed's schema (batch or stream): the table's columns as of the ending
@@ -106,19 +103,19 @@ class LanceDataSource(DataSource):
         kept[STARTING_VERSION] = "0"
         opts = parse_read_options(kept, session_storage=self.defaults.storage)
         uri = dataset.branch_location(
-            self._require_uri(opts.uri, None), opts.branch, storage=opts.storage
+            self._require_uri(opts.uri), opts.branch, storage=opts.storage
         )
         end = _change_feed.ending_version(
             uri, opts.change_feed or ChangeFeedOptions(), opts.storage
         )
         ds = dataset.open_version(uri, end, storage=opts.storage)
-        table = _reader.spark_schema(ds.schema, _reader.table_projection(ds.schema, opts), uri=uri)
+        table = _reader.spark_schema(ds.schema, _reader.table_projection(ds.schema, opts))
         return _change_feed.change_schema(table)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._read_options()
         uri = dataset.branch_location(
-            self._require_uri(opts.uri, schema), opts.branch, storage=opts.storage
+            self._require_uri(opts.uri), opts.branch, storage=opts.storage
         )
         if opts.change_feed is not None:
             return _change_feed.reader(
@@ -128,27 +125,15 @@ class LanceDataSource(DataSource):
                 storage=opts.storage,
                 batch_size=opts.batch_size,
             )
-        when = opts.time_travel.timestamp
-        pinned = None if when is None else _reader.resolved_from_schema(schema, when)
-        if pinned is not None:  # schema() found the version already: one search per query
-            ds = dataset.open_version(uri, pinned, storage=opts.storage)
-        else:
-            travel = opts.time_travel
-            ds = dataset.open_resolved(uri, travel, storage=opts.storage, branch=opts.branch)
+        ds = dataset.open_resolved(uri, opts.time_travel, storage=opts.storage, branch=opts.branch)
         table_schema = ds.schema
-        if _reader.uri_from_schema(schema) is None:
-            # A user-specified schema (.schema(...)): read those columns, by name.
-            projection = _reader.user_projection(table_schema, schema)
-        else:
-            # The schema came from schema(), here or stored in the catalog.
-            projection = _reader.table_projection(table_schema, opts)
-            if [*projection.spark_names, *projection.metadata_columns] != schema.names:
-                # A catalog schema older than the table's: read what the catalog declares.
-                projection = _reader.user_projection(
-                    table_schema, _strip(schema), allow_absent=True
-                )
-                if projection.absent:
-                    _check_catalog_columns(uri, ds, projection.absent, opts.storage)
+        projection = _reader.table_projection(table_schema, opts)
+        if _shape(_reader.spark_schema(table_schema, projection)) != _shape(schema):
+            # A declared schema: the user's (.schema(...)) or a catalog entry's older than the
+            # table: read the declared columns, by name.
+            projection = _reader.user_projection(table_schema, _strip(schema), allow_absent=True)
+            if projection.absent:
+                _check_declared_columns(uri, ds, projection.absent, opts.storage)
         return _reader.LanceReader(
             uri=uri,
             version=int(ds.version),
@@ -203,7 +188,7 @@ class LanceDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_stream_read_options(self.options, session_storage=self.defaults.storage)
-        uri = self._require_uri(opts.uri, schema)
+        uri = self._require_uri(opts.uri)
         return _stream_reader.stream_reader(uri, opts, schema)
 
     def _read_options(self) -> ReadOptions:
@@ -211,9 +196,9 @@ class LanceDataSource(DataSource):
 
     @staticmethod
     def _require_write_uri(uri: str | None, *, streaming: bool = False) -> str:
-        """The table a write goes to: its ``path`` option, which the JVM companion sets to the
-        target catalog table's location. Never the location recorded in the incoming columns'
-        metadata: those may come from another Lance table (``INSERT INTO t SELECT * FROM s``)."""
+        """The table a write goes to: its ``path`` option, which the companion's session catalog
+        sets to the target catalog table's location. Never guessed from the incoming rows:
+        they may come from another Lance table (``INSERT INTO t SELECT * FROM s``)."""
         if uri:
             return _normalise_uri(uri)
         if streaming:
@@ -222,23 +207,26 @@ class LanceDataSource(DataSource):
             how = "df.write.format('lance').save(path)"
         raise InvalidOptionError(
             f"format 'lance' needs the table's path: {how}. A write into a catalog table "
-            "(INSERT, insertInto, writeTo, toTable) gets it from the catalog through the JVM "
-            "companion, which this session has not loaded: build the session with "
+            "(INSERT, insertInto, writeTo, toTable) gets it from lance_spark's session catalog "
+            "(spark.sql.catalog.spark_catalog=lance_spark.companion.LanceSessionCatalog), "
+            "which this session does not use: build the session with "
             "lance_spark.configure(builder) (a Spark Connect server or spark-submit with "
             "lance_spark.spark_conf()), or call lance_spark.register(spark) on a classic "
             "session; or write by path with the table's location"
         )
 
     @staticmethod
-    def _require_uri(uri: str | None, schema: StructType | None) -> str:
-        found = uri or (_reader.uri_from_schema(schema) if schema is not None else None)
-        if not found:
+    def _require_uri(uri: str | None) -> str:
+        if not uri:
             raise InvalidOptionError(
                 "format 'lance' needs the table's path: spark.read.format('lance').load(path), "
-                "df.write.format('lance').save(path), or a catalog table created with "
-                "CREATE TABLE ... USING lance LOCATION 'path'"
+                "or a catalog table created with CREATE TABLE ... USING lance LOCATION 'path', "
+                "which gets its path from lance_spark's session catalog (spark.sql.catalog."
+                "spark_catalog=lance_spark.companion.LanceSessionCatalog: set by "
+                "lance_spark.configure(builder), lance_spark.spark_conf() for a Spark Connect "
+                "server or spark-submit, or lance_spark.register(spark) on a classic session)"
             )
-        return _normalise_uri(found)
+        return _normalise_uri(uri)
 
 
 _STREAM_ONLY_KEYS = STREAM_READ_KEYS - READ_KEYS
@@ -249,22 +237,25 @@ def _strip(schema: StructType) -> StructType:
     return StructType([StructField(f.name, f.dataType, f.nullable) for f in schema.fields])
 
 
-def _check_catalog_columns(
+def _shape(schema: StructType) -> list[tuple[str, object]]:
+    return [(f.name, f.dataType) for f in schema.fields]
+
+
+def _check_declared_columns(
     uri: str, ds: lance.LanceDataset, absent: Sequence[str], storage: Mapping[str, str]
 ) -> None:
-    """Catalog columns a version lacks read as NULL when a later version has them (an old
-    version read before the column was added). A column the latest version lacks too was
-    renamed or dropped outside the catalog's knowledge: reading NULL would be silently
-    wrong, so the read fails instead."""
+    """Declared columns a version lacks read as NULL when a later version has them (an old
+    version read before the column was added). A column the latest version lacks too does
+    not exist, or was renamed or dropped outside the catalog's knowledge: reading NULL would
+    be silently wrong, so the read fails instead."""
     latest = ds if ds.version == ds.latest_version else dataset.open_latest(uri, storage=storage)
     names = {n.lower() for n in latest.schema.names}
     stale = [c for c in absent if c.lower() not in names]
     if stale:
-        raise SchemaMismatchError(
-            f"the catalog table's column {stale[0]!r} does not exist in the Lance table at "
-            f"{uri!r} (renamed or dropped since the catalog entry was made; columns: "
-            f"{', '.join(latest.schema.names)}); update the entry with REFRESH TABLE <name> on "
-            "a session lance_spark.register ran on"
+        raise ColumnNotFoundError(
+            f"column {stale[0]!r} does not exist in the Lance table at {uri!r} (columns: "
+            f"{', '.join(latest.schema.names)}); in a catalog table it was renamed or dropped "
+            "since the catalog entry was made: update the entry with REFRESH TABLE <name>"
         )
 
 

@@ -671,6 +671,9 @@ def _time_travel(opts: Mapping[str, str]) -> TimeTravel:
     value = opts[key]
     if key == TAG:
         return TimeTravel(tag=value)
+    if key == VERSION_AS_OF and not value.strip().lstrip("+-").isdigit():
+        # VERSION AS OF 'train-v1' (the session catalog passes Spark's version as given): a tag
+        return TimeTravel(tag=value)
     if key == TIMESTAMP_AS_OF:
         return TimeTravel(timestamp=parse_timestamp(value))
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, cast
 
 import pyarrow as pa
@@ -36,10 +35,6 @@ from lance_spark.source.planning import (
     plan_partitions,
 )
 
-URI_METADATA_KEY = "lance.uri"
-# "<timestampAsOf>@<version>": the version schema() resolved a timestamp to, so reader()
-# opens it directly instead of searching again (and both read the same version).
-RESOLVED_METADATA_KEY = "lance.resolved"
 COMMENT_METADATA_KEY = b"comment"  # Lance field metadata of a column's comment
 
 
@@ -121,66 +116,21 @@ def user_projection(
     return Projection(tuple(lance_columns), tuple(spark_names), tuple(metadata), tuple(absent))
 
 
-def spark_schema(
-    table_schema: pa.Schema, projection: Projection, *, uri: str, resolved: str | None = None
-) -> StructType:
-    """The Spark schema of a scan; each field carries the table uri (for catalog tables)."""
+def spark_schema(table_schema: pa.Schema, projection: Projection) -> StructType:
+    """The Spark schema of a scan. A column's comment (ALTER COLUMN ... COMMENT) is Spark's
+    ``comment`` field metadata, which DESCRIBE shows; nothing else is added: the table's
+    location comes from the path option (the session catalog gives catalog tables theirs)."""
     arrow = pa.schema([table_schema.field(c) for c in projection.lance_columns])
     mapped = _types.spark_schema_from_arrow(arrow)
-    fields = [
-        StructField(name, f.dataType, f.nullable)
-        for name, f in zip(projection.spark_names, mapped.fields, strict=True)
-    ]
+    fields = []
+    for name, lance_name, f in zip(
+        projection.spark_names, projection.lance_columns, mapped.fields, strict=True
+    ):
+        comment = (arrow.field(lance_name).metadata or {}).get(COMMENT_METADATA_KEY)
+        metadata = {"comment": comment.decode("utf-8", errors="replace")} if comment else None
+        fields.append(StructField(name, f.dataType, f.nullable, metadata))
     fields += [StructField(m, LongType(), nullable=False) for m in projection.metadata_columns]
-    comments = {
-        name: (arrow.field(c).metadata or {}).get(COMMENT_METADATA_KEY)
-        for name, c in zip(projection.spark_names, projection.lance_columns, strict=True)
-    }
-    # Spark hands catalog-table readers empty options but keeps field metadata: the uri
-    # travels there (never storage options: they may hold secrets). Writers never read it
-    # (the incoming rows may carry another table's): the companion passes them the path. A column's
-    # comment (ALTER COLUMN ... COMMENT) is Spark's "comment" metadata: DESCRIBE shows it.
-    return StructType(
-        [
-            StructField(
-                f.name, f.dataType, f.nullable, _field_metadata(uri, comments.get(f.name), resolved)
-            )
-            for f in fields
-        ]
-    )
-
-
-def _field_metadata(uri: str, comment: bytes | None, resolved: str | None) -> dict[str, str]:
-    metadata = {URI_METADATA_KEY: uri}
-    if resolved is not None:
-        metadata[RESOLVED_METADATA_KEY] = resolved
-    if comment:
-        metadata["comment"] = comment.decode("utf-8", errors="replace")
-    return metadata
-
-
-def resolved_marker(when: datetime, version: int) -> str:
-    """The field metadata value recording that ``when`` resolved to ``version``."""
-    return f"{when.isoformat()}@{version}"
-
-
-def resolved_from_schema(schema: StructType, when: datetime) -> int | None:
-    """The version schema() resolved ``when`` to, when ``schema`` records it."""
-    prefix = f"{when.isoformat()}@"
-    for f in schema.fields:
-        marker = (f.metadata or {}).get(RESOLVED_METADATA_KEY)
-        if isinstance(marker, str) and marker.startswith(prefix):
-            number = marker[len(prefix) :]
-            return int(number) if number.isdigit() else None
-    return None
-
-
-def uri_from_schema(schema: StructType) -> str | None:
-    for f in schema.fields:
-        uri = (f.metadata or {}).get(URI_METADATA_KEY)
-        if isinstance(uri, str) and uri:
-            return uri
-    return None
+    return StructType(fields)
 
 
 def _has_name(table_schema: pa.Schema, name: str) -> bool:

@@ -1,8 +1,9 @@
 """SQL statements for history and maintenance of Lance tables, the way Delta's SQL extension
-spells them, plus time travel, ``ALTER TABLE ... ADD COLUMNS`` and CTAS.
+spells them, plus ``ALTER TABLE ... ADD COLUMNS`` and CTAS. (Time travel, ``lance.`path```
+and ``t.branch_b`` in queries are Spark's own, through the companion's session catalog.)
 
-Statements Spark's grammar knows (SELECT with ``VERSION AS OF``, ALTER TABLE ADD COLUMNS,
-CTAS) are parsed with sqlglot's Spark dialect. The Delta-style commands Spark does not know
+Statements Spark's grammar knows (ALTER TABLE ADD COLUMNS, CTAS) are parsed with sqlglot's
+Spark dialect. The Delta-style commands Spark does not know
 (DESCRIBE HISTORY ... LIMIT, RESTORE, OPTIMIZE, VACUUM, tags, branches, CREATE INDEX) are
 parsed by a
 small recursive-descent parser over sqlglot's Spark tokens. Each runs through
@@ -12,7 +13,6 @@ to Spark (its result and errors are Spark's).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -30,7 +30,6 @@ from lance_spark.errors import SchemaMismatchError, SqlSyntaxError
 from lance_spark.source import types as _types
 from lance_spark.source.options import MAIN_BRANCH
 from lance_spark.sql.targets import (
-    branch_reference,
     lance_table,
     parse_sql,
     path_of,
@@ -52,16 +51,9 @@ class _Tokenizer(Spark.Tokenizer):
     COMMANDS: ClassVar[set[TokenType]] = set()
 
 
-def run_statement(
-    spark: SparkSession, run: Run, text: str, *, tree: exp.Expr | None
-) -> DataFrame | None:
-    """Run ``text`` if it is one of this module's statements on a Lance table, else None.
-    ``tree`` is ``text`` parsed by :func:`~lance_spark.sql.targets.parse_sql` (None when it
-    does not parse); time travel rewrites it in place."""
-    result = _command(spark, run, text)
-    if result is not None:
-        return result
-    return None if tree is None else _time_travel(spark, run, tree)
+def run_statement(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
+    """Run ``text`` if it is one of this module's statements on a Lance table, else None."""
+    return _command(spark, run, text)
 
 
 # --- Delta-style commands ---------------------------------------------------------------------
@@ -744,82 +736,3 @@ def _word(token: Token) -> str:
     if token.token_type in (TokenType.IDENTIFIER, TokenType.STRING):
         return ""  # a quoted name or a string is never a keyword
     return str(token.text).upper()
-
-
-# --- time travel in queries -------------------------------------------------------------------
-
-
-def _time_travel(spark: SparkSession, run: Run, tree: exp.Expr) -> DataFrame | None:
-    """A query naming a Lance table ``VERSION AS OF`` / ``TIMESTAMP AS OF``, by path or as a
-    branch (``pets.branch_exp``): each such reference is replaced by a DataFrame of that
-    version, passed to ``spark.sql`` as a keyword argument (``spark.sql("... {t0} ...",
-    t0=frame)``).
-
-    Not temporary views of our own: a Connect session analyses a query lazily, after the
-    statement has returned, so views dropped on return are gone by then
-    (TABLE_OR_VIEW_NOT_FOUND). Spark turns DataFrame arguments into references to their
-    plans on Connect, and into views it drops itself once the query is analysed on a classic
-    session, so no view is left behind in either."""
-    references = [
-        t
-        for t in tree.find_all(exp.Table)
-        if t.args.get("version") is not None or path_of(t) or branch_reference(t)
-    ]
-    if not references:
-        return None
-    inserted = [
-        i.this.this if isinstance(i.this, exp.Schema) else i.this for i in tree.find_all(exp.Insert)
-    ]
-    marker = f"__lance_spark_ref_{uuid.uuid4().hex}_"
-    frames: dict[str, DataFrame] = {}
-    for reference in references:
-        travel = reference.args.get("version")
-        bare = reference.copy()
-        bare.set("version", None)
-        bare.set("alias", None)
-        table = lance_table(spark, bare)
-        if any(reference is target for target in inserted) and not path_of(bare):
-            if table is not None and table.currentBranch != MAIN_BRANCH:
-                raise _insert_into_branch(bare, table.currentBranch)
-            continue  # INSERT INTO a catalog table named db.branch_x: Spark's
-        if table is None:
-            if travel is None and not path_of(bare):
-                continue  # db.branch_x naming no Lance branch: any other table, Spark's
-            return None  # not a Lance table: Spark's own result or error
-        key = f"lance_ref_{len(frames)}"
-        frames[key] = table.toDF(**_travel(travel))
-        placeholder = exp.Table(this=exp.to_identifier(marker + key))
-        if reference.alias:
-            placeholder.set("alias", reference.args["alias"])
-        elif path_of(reference) is None:
-            placeholder.set("alias", exp.TableAlias(this=exp.to_identifier(reference.name)))
-        reference.replace(placeholder)
-    if not frames:
-        return None
-    # The text goes through str.format: braces of the statement itself (in string literals
-    # or quoted names) are doubled, then each placeholder becomes a {field}.
-    query = tree.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
-    for key in frames:
-        query = query.replace(marker + key, "{" + key + "}")
-    return run(query, **frames)
-
-
-def _insert_into_branch(target: exp.Table, branch: str) -> SqlSyntaxError:
-    reference = branch_reference(target)
-    base = table_name(reference[0]) if reference is not None else table_name(target)
-    return SqlSyntaxError(
-        f"INSERT INTO {table_name(target)}: Spark inserts only into a catalog table; insert "
-        f"into branch {branch!r} with INSERT INTO {base} WITH ('branch' = {branch!r}) ... (a "
-        f"catalog table) or df.write.format('lance').option('branch', {branch!r})"
-    )
-
-
-def _travel(version: exp.Expression | None) -> dict[str, Any]:
-    if version is None:
-        return {}
-    value = version.expression
-    if str(version.this).upper() == "VERSION":
-        if isinstance(value, exp.Literal) and not value.is_string:
-            return {"version": int(value.this)}
-        return {"tag": value.name}  # VERSION AS OF 'train-v1': a tag
-    return {"timestamp": value.name}

@@ -112,7 +112,7 @@ def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> 
     # DML first: WITH ... MERGE INTO is a statement, not a query to time-travel.
     result = dml.run_statement(spark, run, text)
     if result is None:
-        result = commands.run_statement(spark, run, text, tree=tree)
+        result = commands.run_statement(spark, run, text)
     return result
 
 

@@ -10,7 +10,6 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 import sqlglot
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import TokenType
 from sqlglot import expressions as exp
@@ -19,7 +18,6 @@ from sqlglot.parsers.spark import SparkParser
 
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import MAIN_BRANCH
-from lance_spark.source.reader import uri_from_schema
 
 if TYPE_CHECKING:  # table imports the engine, which imports the SQL front
     from lance_spark.table import LanceTable
@@ -145,22 +143,20 @@ def lance_table(spark: SparkSession, table: exp.Table) -> LanceTable | None:
     base_path = None if reference is None else path_of(reference[0])
     if reference is not None and base_path is not None:  # lance.`path`.branch_b
         return LanceTable.forPath(spark, _normalise_uri(base_path)).branch(reference[1])
+    from lance_spark.table.catalog import entry
+    from lance_spark.table.writes import same_location
+
     name = table_name(table)
-    try:
-        if str(spark.catalog.getTable(name).tableType).upper() in ("VIEW", "TEMPORARY"):
-            # A view's schema carries the Lance table's path too, but a statement on a view
-            # (which may filter or project the table) is not one on the whole table.
-            return None
-        schema = spark.table(name).schema
-    except AnalysisException:
-        if reference is not None:
-            base, branch = reference
-            found = lance_table(spark, base)
-            return None if found is None else found.branch(branch)
-        return None  # not found: Spark's own error will say so
-    location = uri_from_schema(schema)
+    found = entry(spark, name)
+    location = None if found is None else found.lance_location
+    if reference is not None:
+        # The session catalog serves pets.branch_exp as a table at pets' location: a catalog
+        # table of that name has a location of its own.
+        base = lance_table(spark, reference[0])
+        if base is not None and (location is None or same_location(location, base.uri)):
+            return base.branch(reference[1])
     if not location:
-        return None
+        return None  # not a Lance table, a view, or none: Spark's own result or error
     return LanceTable.forPath(spark, _normalise_uri(location))
 
 

@@ -8,6 +8,7 @@ same location, the table's properties), so that the catalog and Lance agree.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import lance
 from pyspark.sql import DataFrame, SparkSession
@@ -22,6 +23,41 @@ Run = Callable[..., DataFrame]
 RESERVED_PROPERTIES = frozenset(
     {"provider", "location", "owner", "comment", "external", "is_managed_location"}
 )
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A catalog table or view as ``DESCRIBE TABLE EXTENDED`` shows it: ``provider`` in lower
+    case (empty for a view), ``location`` as the catalog records it (None: it has none)."""
+
+    name: str
+    provider: str
+    location: str | None
+
+    @property
+    def lance_location(self) -> str | None:
+        """The Lance table's location, or None: not a Lance table."""
+        return self.location if self.provider == FORMAT_NAME else None
+
+
+def entry(spark: SparkSession, name: str) -> Entry | None:
+    """The catalog's entry ``name`` (SQL text), or None when there is no such table or view.
+    The location is the entry's (the one the session catalog serves the table at): Spark's
+    ``DESCRIBE TABLE EXTENDED``, which classic and Spark Connect sessions both answer."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        if not spark.catalog.tableExists(name):  # no error logged for a missing table
+            return None
+        rows = plain_sql(spark)(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    except AnalysisException:  # TABLE_OR_VIEW_NOT_FOUND, a malformed name
+        return None
+    info = {str(r[0]).strip(): str(r[1] or "").strip() for r in rows if r[0]}
+    return Entry(
+        name=name,
+        provider=info.get("Provider", "").lower(),
+        location=info.get("Location") or None,
+    )
 
 
 def properties(ds: lance.LanceDataset) -> dict[str, str]:

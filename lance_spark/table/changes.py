@@ -286,7 +286,7 @@ def _read_pinned(
         session.lance_reader(spark, storage)
         # The schema is known here: given, Spark does not start a Python worker to ask the
         # data source for it (~25 ms per read over loopback TCP).
-        .schema(_reader.spark_schema(table_schema, projection, uri=uri))
+        .schema(_reader.spark_schema(table_schema, projection))
         .option("version", version)
         .option("metadata_columns", ",".join(_PINNED_METADATA))
     )

@@ -117,26 +117,17 @@ class LanceTable:
             spark.sql("CREATE TABLE pets USING lance LOCATION '/data/pets.lance'")
             t = LanceTable.forName(spark, "pets")
         """
-        from pyspark.errors import AnalysisException
+        from lance_spark.table.catalog import entry
 
-        from lance_spark.source.reader import uri_from_schema
-
-        try:
-            schema = spark.table(name).schema
-        except AnalysisException as err:  # TABLE_OR_VIEW_NOT_FOUND, a malformed name
-            raise TableNotFoundError(
-                f"no catalog table {name!r}: {str(err).splitlines()[0]}"
-            ) from None
-        # Spark keeps no location for Python data source tables: the connector stores the
-        # table's path in the catalog schema's field metadata (see _sql / _reader).
-        location = uri_from_schema(schema)
+        found = entry(spark, name)
+        if found is None:
+            raise TableNotFoundError(f"no catalog table or view {name!r}")
+        location = found.lance_location
         if not location:
-            rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
-            info = {str(r[0]).strip(): str(r[1]).strip() for r in rows if r[0]}
-            provider = info.get("Provider") or "unknown"
             raise TableNotFoundError(
-                f"catalog table {name!r} is not a Lance table (provider {provider!r}); "
-                f"LanceTable.forName needs a table created USING {FORMAT_NAME}"
+                f"catalog table {name!r} is not a Lance table (provider "
+                f"{found.provider or 'none: a view'!r}); LanceTable.forName needs a table "
+                f"created USING {FORMAT_NAME}"
             )
         table = cls.forPath(spark, _normalise_uri(location))
         table._name = name

@@ -30,10 +30,9 @@ from lance_spark.errors import (
 from lance_spark.source import dataset
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import OVERWRITE_SCHEMA, PATH, REPLACE_WHERE, parse_write_options
-from lance_spark.source.reader import uri_from_schema
 from lance_spark.source.session import session_storage
 from lance_spark.table import schema as _schema
-from lance_spark.table.catalog import create_entry, recreate_entry
+from lance_spark.table.catalog import create_entry, entry, recreate_entry
 from lance_spark.table.context import TableContext
 
 _ERROR_MODES = frozenset({"error", "errorifexists", "default"})
@@ -127,9 +126,8 @@ def same_location(a: str, b: str) -> bool:
 
 def catalog_table(spark: SparkSession, name: str) -> CatalogTable | None:
     """The catalog table ``name`` (None: there is none)."""
-    if not spark.catalog.tableExists(name):
-        return None
-    return CatalogTable(name, uri_from_schema(spark.table(name).schema))
+    found = entry(spark, name)
+    return None if found is None else CatalogTable(name, found.lance_location)
 
 
 # --- df.write.format("lance").save(path) ----------------------------------------------------

@@ -198,8 +198,12 @@ def test_catalog_table_read_with_a_branch(spark: SparkSession, table_uri: str) -
         t = LanceTable.forName(spark, "branched")
         exp = t.createBranch("exp")
         exp.addColumns({"twice": "id * 2"})  # the branch's schema only
-        read = spark.read.option("branch", "exp").table("branched")
+        # The branch as a table has the branch's columns; the option on the main table reads
+        # the branch's rows with the catalog entry's (main's) columns, as Iceberg does.
+        read = spark.table("branched.branch_exp")
         assert sorted(tuple(r) for r in read.collect()) == [(1, "v1", 2), (2, "v2", 4)]
+        read = spark.read.option("branch", "exp").table("branched")
+        assert sorted(tuple(r) for r in read.collect()) == [(1, "v1"), (2, "v2")]
         exp.createTag("exp-first", 1)
         tagged = spark.read.option("tag", "exp-first").table("branched.branch_exp")
         assert _rows(tagged) == _rows(_frame(spark, [1, 2]))

@@ -98,3 +98,35 @@ def test_old_version_without_a_later_column_reads_it_as_null(
     assert [tuple(r) for r in old] == [(1, "a", None)]
     now = spark.sql(f"SELECT * FROM {table_name} ORDER BY id").collect()
     assert [tuple(r) for r in now] == [(1, "a", None), (2, "b", 0.5)]
+
+
+def test_every_read_has_exactly_the_declared_schema(
+    spark: SparkSession, table_uri: str, table_name: str
+) -> None:
+    """No connector metadata in any schema: a Lance DataFrame (by path, a catalog table, a
+    version, a path identifier) has the declared schema exactly, and a Parquet table saved
+    from it carries nothing that points at the Lance table."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    declared = StructType([StructField("id", LongType()), StructField("label", StringType())])
+    spark.createDataFrame([(1, "a"), (2, "b")], declared).write.format("lance").save(table_uri)
+    spark.sql(f"CREATE TABLE {table_name} USING lance LOCATION '{table_uri}'")
+    spark.sql(f"INSERT INTO {table_name} VALUES (3, 'c')")
+    reads = {
+        "path": spark.read.format("lance").load(table_uri),
+        "catalog": spark.table(table_name),
+        "version": spark.sql(f"SELECT * FROM {table_name} VERSION AS OF 1"),
+        "versionAsOf option": spark.read.option("versionAsOf", 1).table(table_name),
+        "path identifier": spark.sql(f"SELECT * FROM lance.`{table_uri}`"),
+    }
+    for what, frame in reads.items():
+        assert frame.schema == declared, what
+        assert all(not f.metadata for f in frame.schema.fields), what
+    assert reads["version"].count() == 2 and reads["catalog"].count() == 3
+    copy = f"{table_name}_parquet"
+    spark.sql(f"DROP TABLE IF EXISTS {copy}")
+    try:
+        reads["catalog"].write.format("parquet").saveAsTable(copy)
+        assert spark.table(copy).schema == declared
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {copy}")

@@ -1,9 +1,11 @@
-"""What works today through every kind of SQL client (tests/_sql_clients.py): a Lance table
-written by pylance, declared with CREATE TABLE ... USING lance LOCATION, read, filtered and
-appended to with SQL; and the gap issue 30 closes (time travel in Spark's own SQL)."""
+"""Lance tables through every kind of SQL client (tests/_sql_clients.py): a Lance table written
+by pylance, declared with CREATE TABLE ... USING lance LOCATION, read, filtered and appended to
+with SQL; versions, tags, timestamps, path identifiers and branches through the companion's
+session catalog."""
 
 from __future__ import annotations
 
+import calendar
 from decimal import Decimal
 from pathlib import Path
 
@@ -88,36 +90,79 @@ def test_value_text_prints_as_the_text_clients(value: object, text: str) -> None
 
 
 @pytest.mark.spark
-def test_time_travel_needs_the_catalog_today(sql_client: SqlClient, tmp_path: Path) -> None:
-    """``VERSION AS OF`` on a catalog table works only through register's SQL front, which
-    runs in the client's Python process (classic here). Every client without it gets Spark's
-    UNSUPPORTED_FEATURE.TIME_TRAVEL from the session catalog.
-
-    Issue 30 (Lance tables in Spark's own catalog) turns this into a positive test: version 1
-    through every client."""
+def test_versions_tags_paths_and_branches_through_the_session_catalog(
+    sql_client: SqlClient, tmp_path: Path
+) -> None:
+    """``VERSION AS OF`` (a number, a tag), ``TIMESTAMP AS OF``, ``lance.`path``` and a branch
+    as ``t.branch_<name>``, read and written, through every client: the companion's session
+    catalog serves them inside Spark (no client-side SQL handling); results against pylance."""
     path = tmp_path / "pets.lance"
     _write_pets(path)
-    lance.write_dataset(
+    dataset = lance.write_dataset(
         pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}), str(path), mode="append"
     )
+    dataset.tags.create("first", 1)
+    dataset.create_branch("exp", 2)
+    # pylance's commit time of version 1 (naive UTC), as epoch microseconds.
+    v1 = next(v for v in dataset.versions() if v["version"] == 1)["timestamp"]
+    v1_micros = calendar.timegm(v1.timetuple()) * 1_000_000 + v1.microsecond
     name = _table_name(sql_client, "travel")
     statements = [
         f"DROP TABLE IF EXISTS {name}",
         f"CREATE TABLE {name} USING lance LOCATION '{path}'",
-        f"SELECT id, name FROM {name} VERSION AS OF 1 ORDER BY id",
+        f"SELECT id FROM {name} VERSION AS OF 1 ORDER BY id",
+        f"SELECT id FROM {name} VERSION AS OF 'first' ORDER BY id",
+        f"SELECT id FROM {name} TIMESTAMP AS OF timestamp_micros({v1_micros}) ORDER BY id",
+        f"SELECT count(*), max(id) FROM lance.`{path}`",
+        f"SELECT count(*) FROM lance.`{path}` VERSION AS OF 1",
+        f"INSERT INTO {name}.branch_exp VALUES (9, 'z')",
+        f"SELECT id FROM {name}.branch_exp ORDER BY id",
+        f"SELECT count(*) FROM {name}",
+        f"INSERT INTO lance.`{path}` VALUES (5, 'e')",
+        f"SELECT id FROM {name} WHERE id > 3 ORDER BY id",
     ]
     try:
-        if sql_client.kind == CLASSIC:
-            old = sql_client.sql_script(statements)[-1]
-            assert rows_as_text(old) == [("1", "a"), ("2", "b"), ("3", "c")]
-        else:
-            # One script: a spark-sql call is a JVM start.
-            with pytest.raises(SqlClientError) as caught:
-                sql_client.sql_script(statements)
-            assert caught.value.statement == statements[-1], str(caught.value)
-            assert "TIME_TRAVEL" in caught.value.message, str(caught.value)
-            # -s shows what each client reports (a Connect error carries the server's stack).
-            print(f"[{sql_client.kind}] {caught.value.message.splitlines()[0]}")
+        results = sql_client.sql_script(statements)
     finally:
         if sql_client.kind != SPARK_SQL:  # its metastore is the run's alone: no JVM for it
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    version_1 = [
+        (str(i),) for i in lance.dataset(str(path), version=1).to_table()["id"].to_pylist()
+    ]
+    assert rows_as_text(results[2]) == version_1 == [("1",), ("2",), ("3",)]
+    assert rows_as_text(results[3]) == version_1
+    assert rows_as_text(results[4]) == version_1
+    assert rows_as_text(results[5]) == [("4", "4")]
+    assert rows_as_text(results[6]) == [("3",)]
+    # The branch got the row, main did not (pylance: the branch's dataset at tree/<name>).
+    branch = lance.dataset(str(path / "tree" / "exp")).to_table()["id"].to_pylist()
+    assert sorted(branch) == [1, 2, 3, 4, 9]
+    assert rows_as_text(results[8]) == [(str(i),) for i in sorted(branch)]
+    assert rows_as_text(results[9]) == [("4",)]
+    assert rows_as_text(results[11]) == [("4",), ("5",)]
+    assert sorted(lance.dataset(str(path)).to_table()["id"].to_pylist()) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.spark
+def test_catalog_errors_name_what_is_missing(sql_client: SqlClient, tmp_path: Path) -> None:
+    """A version, a tag or a branch the table lacks fails with Lance's message naming it, in
+    every client; a write into an old version is refused; nothing is written."""
+    path = tmp_path / "pets.lance"
+    _write_pets(path)
+    name = _table_name(sql_client, "missing")
+    setup = [f"DROP TABLE IF EXISTS {name}", f"CREATE TABLE {name} USING lance LOCATION '{path}'"]
+    cases = [
+        (f"SELECT * FROM {name} VERSION AS OF 7", "version 7"),
+        (f"SELECT * FROM {name} VERSION AS OF 'nope'", "nope"),
+        (f"SELECT * FROM {name}.branch_nope", "nope"),
+    ]
+    try:
+        for statement, named in cases:
+            with pytest.raises(SqlClientError) as caught:
+                sql_client.sql_script([*setup, statement])
+            assert caught.value.statement == statement, str(caught.value)
+            assert named in caught.value.message, str(caught.value)
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    assert lance.dataset(str(path)).version == 1

@@ -34,6 +34,13 @@ def test_configure_keeps_what_the_builder_has() -> None:
     off = SparkSession.builder.config("spark.sql.python.filterPushdown.enabled", "false")
     kept = lance_spark.configure(off)._options  # type: ignore[attr-defined]
     assert kept["spark.sql.python.filterPushdown.enabled"] == "false"
+    # And a session catalog the user chose (Delta's): register then warns (tests/spark).
+    delta = SparkSession.builder.config(
+        "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    )
+    kept = lance_spark.configure(delta)._options  # type: ignore[attr-defined]
+    assert kept["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
+    assert options["spark.sql.catalog.spark_catalog"] == "lance_spark.companion.LanceSessionCatalog"
     # Idempotent: configuring twice adds nothing.
     again = lance_spark.configure(builder)._options  # type: ignore[attr-defined]
     assert again["spark.jars"] == options["spark.jars"]
@@ -43,7 +50,10 @@ def test_spark_conf_names_the_jar_shipped_in_the_package() -> None:
     conf = lance_spark.spark_conf()
     assert conf == {
         "spark.jars": lance_spark.companion_jar(),
+        "spark.driver.extraClassPath": lance_spark.companion_jar(),
         "spark.sql.extensions": "lance_spark.companion.LanceExtensions",
+        # Lance tables in Spark's session catalog, for every client.
+        "spark.sql.catalog.spark_catalog": "lance_spark.companion.LanceSessionCatalog",
         "spark.python.daemon.module": "lance_spark_daemon",
         # The companion pushes filters only with it, also for clients that never call register.
         "spark.sql.python.filterPushdown.enabled": "true",

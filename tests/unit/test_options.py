@@ -81,11 +81,26 @@ def test_bad_version_names_the_value(value: str) -> None:
         parse_read_options({"version": value})
 
 
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_version_as_of_below_one_names_the_value(value: str) -> None:
+    with pytest.raises(InvalidOptionError, match=repr(value)):
+        parse_read_options({"versionAsOf": value})
+
+
+def test_version_as_of_a_name_is_a_tag() -> None:
+    """``VERSION AS OF 'train-v1'``: the session catalog passes Spark's version as given."""
+    travel = parse_read_options({"versionAsOf": "train-v1"}).time_travel
+    assert travel.tag == "train-v1" and travel.version is None
+    assert parse_read_options({"versionAsOf": "12"}).time_travel.version == 12
+
+
 def test_timestamp_forms() -> None:
     expected = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
     assert parse_timestamp("2026-01-31T12:00:00Z") == expected
     assert parse_timestamp("2026-01-31 12:00:00") == expected  # no zone: UTC
     assert parse_timestamp("2026-01-31T13:00:00+01:00") == expected
+    # What the session catalog hands Python for TIMESTAMP AS OF: Java's Instant.toString().
+    assert parse_timestamp("2026-01-31T12:00:00.000123Z") == expected.replace(microsecond=123)
     with pytest.raises(InvalidOptionError, match="not an ISO-8601"):
         parse_timestamp("yesterday")
 

@@ -14,11 +14,13 @@ import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * PROTOTYPE (issue 30): a Lance table as {@link LanceSessionCatalog} serves it: Spark's Python
- * table of the {@code lance} source, whose location (and version) come from the catalog, not
- * from the schema's {@code lance.uri} field metadata. Every scan gets the catalog's options
- * ({@code path}, storage options, {@code versionAsOf} / {@code timestampAsOf}) under the
- * query's own; every write goes to the location ({@link LanceWriteTable}).
+ * A Lance table as {@link LanceSessionCatalog} serves it: Spark's Python table of the
+ * {@code lance} source, whose location, version and branch come from the catalog. Every scan
+ * gets the catalog's options ({@code path}, storage options, {@code versionAsOf} /
+ * {@code timestampAsOf}, {@code branch}) under the query's own; every write goes to the
+ * location and branch ({@link LanceWriteTable#served}).
+ *
+ * <p>Spark interfaces: {@code SupportsRead}, {@code SupportsWrite} (public DSv2).
  *
  * <p>Its scans are Spark's own Python scans (which stream) until {@link LanceScanRule} gives a
  * batch read {@link #withCompanionScan}; {@link LanceWriteRule} leaves it alone (it is not a
@@ -28,7 +30,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  */
 final class LanceCatalogTable extends PythonTableView implements SupportsRead, SupportsWrite {
   private final PythonDataSourceV2 dataSource;
-  private final String path;
+  private final String name;
   private final CaseInsensitiveStringMap fixed;
   private final boolean pinned;
   private final Map<String, String> properties;
@@ -39,24 +41,24 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
   LanceCatalogTable(
       PythonTable python,
       PythonDataSourceV2 dataSource,
-      String path,
+      String name,
       CaseInsensitiveStringMap fixed,
       boolean pinned,
       Map<String, String> properties) {
-    this(python, dataSource, path, fixed, pinned, properties, false);
+    this(python, dataSource, name, fixed, pinned, properties, false);
   }
 
   private LanceCatalogTable(
       PythonTable python,
       PythonDataSourceV2 dataSource,
-      String path,
+      String name,
       CaseInsensitiveStringMap fixed,
       boolean pinned,
       Map<String, String> properties,
       boolean companionScan) {
     super(python);
     this.dataSource = dataSource;
-    this.path = path;
+    this.name = name;
     this.fixed = fixed;
     this.pinned = pinned;
     this.properties = properties;
@@ -65,7 +67,7 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
 
   /** This table, read by the companion's scan (what {@link LanceScanRule} gives batch reads). */
   LanceCatalogTable withCompanionScan() {
-    return new LanceCatalogTable(python, dataSource, path, fixed, pinned, properties, true);
+    return new LanceCatalogTable(python, dataSource, name, fixed, pinned, properties, true);
   }
 
   /**
@@ -77,11 +79,6 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
   @Override
   public Map<String, String> properties() {
     return properties;
-  }
-
-  @Override
-  String location() {
-    return path;
   }
 
   private static boolean companionEnabled() {
@@ -103,13 +100,32 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
     if (pinned) {
       throw new UnsupportedOperationException(
-          "a write into an old version of the Lance table at '" + path + "'");
+          "a write into an old version of the Lance table " + name + ": write into the table "
+              + "without VERSION AS OF / TIMESTAMP AS OF");
     }
-    return LanceWriteTable.at(python, path, companionEnabled()).newWriteBuilder(info);
+    return LanceWriteTable.served(python, name, writeOptions(), companionEnabled())
+        .newWriteBuilder(info);
+  }
+
+  /**
+   * The catalog's options a write takes: the location, the branch and the object-store
+   * settings ({@code storage.*}); the entry's read options ({@code OPTIONS (batch_size ...)})
+   * stay with reads, where the Python source accepts them.
+   */
+  private Map<String, String> writeOptions() {
+    Map<String, String> options = new HashMap<>();
+    fixed.asCaseSensitiveMap().forEach((key, value) -> {
+      String lower = key.toLowerCase(java.util.Locale.ROOT);
+      if (lower.equals(LanceWriteTable.PATH) || lower.equals(LanceSessionCatalog.BRANCH)
+          || lower.startsWith(LanceSessionCatalog.STORAGE_PREFIX)) {
+        options.put(key, value);
+      }
+    });
+    return options;
   }
 
   @Override
   public String toString() {
-    return "LanceCatalogTable(" + path + ", " + fixed.asCaseSensitiveMap() + ")";
+    return "LanceCatalogTable(" + name + ", " + fixed.asCaseSensitiveMap() + ")";
   }
 }

@@ -2,9 +2,11 @@ package lance_spark.companion;
 
 import java.net.URI;
 import java.time.Instant;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
@@ -14,6 +16,7 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.catalog.V1Table;
+import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.execution.datasources.DataSource$;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
@@ -25,47 +28,56 @@ import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * PROTOTYPE (issue 30): serves {@code USING lance} tables from Spark's session catalog, so that
- * every client (the {@code spark-sql} CLI, JDBC, Spark Connect without {@code lance_spark})
- * gets time travel and path identifiers, with nothing but server settings:
+ * Lance's tables in Spark's session catalog ({@code spark_catalog}), for every client: the
+ * {@code spark-sql} CLI, the Thrift JDBC server, Spark Connect without {@code lance_spark}, a
+ * SQL file given to {@code spark-submit}, PySpark. Set by {@code lance_spark.spark_conf()},
+ * {@code configure(builder)} and {@code register(spark)}:
  * {@code spark.sql.catalog.spark_catalog=lance_spark.companion.LanceSessionCatalog}.
  *
  * <p>Spark interface: {@code org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension}
- * (public; Spark sets Spark's own {@code V2SessionCatalog} as the delegate). It overrides the
- * three {@code TableCatalog.loadTable} methods only; everything else (create, drop, alter,
- * namespaces) is the delegate's.
+ * (public; Spark sets its own {@code V2SessionCatalog} as the delegate, which keeps every entry
+ * and every non-Lance table). It overrides the three {@code TableCatalog.loadTable} methods:
  * <ul>
  *   <li>{@code loadTable(ident)}: the delegate answers a {@code V1Table} (with a custom session
  *       catalog, {@code V2SessionCatalog} never turns a catalog entry into its provider's
  *       table); one whose {@code CatalogTable.provider} is {@code lance} becomes a
- *       {@link LanceCatalogTable} at the entry's location.
+ *       {@link LanceCatalogTable} at the entry's location, with the entry's options.
  *   <li>{@code loadTable(ident, version)} / {@code loadTable(ident, timestampMicros)} ({@code
  *       VERSION AS OF}, {@code TIMESTAMP AS OF}, {@code DataFrameReader.option("versionAsOf")}
  *       on a table): the same, with the Python source's {@code versionAsOf} /
- *       {@code timestampAsOf} option; the schema is that version's (asked from Python).
- *   <li>{@code lance.`/path`} (namespace {@code lance}, name a path) when no such table exists:
- *       the Lance table at that path, as Delta's {@code DeltaCatalog} serves
- *       {@code delta.`/path`}.
+ *       {@code timestampAsOf} option, passed as Spark gives it (a version number or a tag's
+ *       name: Python decides); the schema is that version's (asked from Python).
+ *   <li>{@code lance.`/path`} (namespace {@code lance}, name an absolute path or a URI) when no
+ *       such table exists: the Lance table at that path, as Delta's {@code DeltaCatalog}
+ *       serves {@code delta.`/path`}.
+ *   <li>{@code t.branch_b}, {@code db.t.branch_b}, {@code lance.`/path`.branch_b} when no such
+ *       table exists: branch {@code b} of that Lance table (Iceberg's spelling), read and
+ *       written.
  * </ul>
  *
- * <p>Java decides nothing about Lance: the table's schema (of a version, of a path) is the
- * Python data source's {@code schema()}, called through Spark's own runner
- * ({@code TableProvider.inferSchema} of the Python source); a version, a timestamp or a path
- * that Lance does not have fails there.
+ * <p>Java decides nothing about Lance: the table's schema (of a version, a branch, a path) is
+ * the Python data source's {@code schema()}, called through Spark's own runner
+ * ({@code TableProvider.inferSchema} of the Python source); a version, a tag, a branch or a path
+ * that Lance does not have fails there, with Python's message.
  *
- * <p>Spark internals: {@code DataSource.lookupDataSourceV2} (the {@code PythonDataSourceV2} of the
- * Python source {@code lance}, registered in every session by Spark's discovery of
- * {@code pyspark_lance}; there is no public way to get a provider by name),
- * {@code PythonDataSourceV2} / {@code PythonTable} (the table and its write builder),
- * {@code CatalogTable} (provider, location, storage properties of a {@code V1Table}).
+ * <p>Spark internals (in the upgrade checklist, docs/project/internals.md): {@code DataSource.lookupDataSourceV2}
+ * (the {@code PythonDataSourceV2} of the Python source {@code lance}, registered in every
+ * session by Spark's discovery of {@code pyspark_lance}; there is no public way to get a
+ * provider by name), {@code PythonDataSourceV2} / {@code PythonTable} (the table and its write
+ * builder), {@code CatalogTable} (provider, location, storage properties of a {@code V1Table}).
  */
 public class LanceSessionCatalog extends DelegatingCatalogExtension {
   /** The namespace of path identifiers: {@code lance.`/path/to/t.lance`}. */
   static final String PATH_NAMESPACE = "lance";
 
-  // Read options of the Python source (lance_spark.source.options).
+  /** A branch as a table: {@code t.branch_<name>} (Iceberg's spelling). */
+  static final String BRANCH_PREFIX = "branch_";
+
+  // Options of the Python source (lance_spark.source.options).
   static final String VERSION_AS_OF = "versionAsOf";
   static final String TIMESTAMP_AS_OF = "timestampAsOf";
+  static final String BRANCH = "branch";
+  static final String STORAGE_PREFIX = "storage.";
 
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
@@ -95,22 +107,17 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
     try {
       table = super.loadTable(ident);
     } catch (Exception e) {
-      // V2SessionCatalog reports a missing database as NoSuchNamespaceException, which Scala
-      // throws undeclared.
-      if ((e instanceof NoSuchTableException || e instanceof NoSuchNamespaceException)
-          && isPathIdentifier(ident)) {
-        return lanceTable(ident.name(), Map.of(), null, pathProperties(ident.name()),
-            versionKey, versionValue);
+      // V2SessionCatalog reports a missing database as NoSuchNamespaceException (and a name of
+      // too many parts as an AnalysisException), which Scala throws undeclared.
+      Table served = notInCatalog(ident, versionKey, versionValue);
+      if (served != null) {
+        return served;
       }
       throw LanceSessionCatalog.<RuntimeException>rethrow(e);
     }
-    if (table instanceof V1Table v1 && isLance(v1.catalogTable())) {
-      CatalogTable entry = v1.catalogTable();
-      Map<String, String> storage =
-          CollectionConverters.asJava(entry.storage().properties());
-      return lanceTable(
-          location(entry.location()), storage, entry.schema(), v1.properties(), versionKey,
-          versionValue);
+    Table lance = fromEntry(table, ident.toString(), null, versionKey, versionValue);
+    if (lance != null) {
+      return lance;
     }
     if (versionKey != null) {
       // Not a Lance table: the delegate's own answer (V2SessionCatalog refuses time travel).
@@ -119,6 +126,56 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
           : super.loadTable(ident, parseMicros(versionValue));
     }
     return table;
+  }
+
+  /** A path identifier or a branch of a Lance table, or null: {@code ident} names neither. */
+  private Table notInCatalog(Identifier ident, String versionKey, String versionValue) {
+    if (isPathIdentifier(ident.namespace(), ident.name())) {
+      return lanceTable(ident.toString(), ident.name(), Map.of(), null,
+          pathProperties(ident.name()), versionKey, versionValue);
+    }
+    String name = ident.name();
+    String[] namespace = ident.namespace();
+    if (namespace.length == 0 || name.length() <= BRANCH_PREFIX.length()
+        || !name.toLowerCase(java.util.Locale.ROOT).startsWith(BRANCH_PREFIX)) {
+      return null;
+    }
+    String branch = name.substring(BRANCH_PREFIX.length());
+    String[] baseNamespace = Arrays.copyOf(namespace, namespace.length - 1);
+    String baseName = namespace[namespace.length - 1];
+    if (baseNamespace.length == 0) {
+      // t.branch_b: the table t of the current database, as a one-part name resolves.
+      baseNamespace = new String[] {SparkSession.active().catalog().currentDatabase()};
+    }
+    if (isPathIdentifier(baseNamespace, baseName)) {
+      return lanceTable(ident.toString(), baseName, Map.of(BRANCH, branch), null,
+          pathProperties(baseName), versionKey, versionValue);
+    }
+    Table base;
+    try {
+      base = super.loadTable(Identifier.of(baseNamespace, baseName));
+    } catch (Exception e) {
+      return null;  // no such table either: the delegate's error for the whole name
+    }
+    return fromEntry(base, ident.toString(), branch, versionKey, versionValue);
+  }
+
+  /** The Lance table of a catalog entry ({@code table}), or null: not a Lance table. */
+  private static Table fromEntry(
+      Table table, String name, String branch, String versionKey, String versionValue) {
+    if (!(table instanceof V1Table v1) || !isLance(v1.catalogTable())) {
+      return null;
+    }
+    CatalogTable entry = v1.catalogTable();
+    Map<String, String> options = new HashMap<>(
+        CollectionConverters.asJava(entry.storage().properties()));
+    if (branch != null) {
+      options.put(BRANCH, branch);
+    }
+    // A branch's columns may differ from the entry's: its schema is Python's, as a version's.
+    StructType schema = branch == null ? entry.schema() : null;
+    return lanceTable(name, location(entry.location()), options, schema, v1.properties(),
+        versionKey, versionValue);
   }
 
   @SuppressWarnings("unchecked")
@@ -141,15 +198,13 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
    * {@code lance.`path`}: Delta's rule (the namespace is the format's name, the name an
    * absolute path or a URI) when {@code spark.sql.runSQLOnFiles} is on.
    */
-  private static boolean isPathIdentifier(Identifier ident) {
-    String[] namespace = ident.namespace();
+  private static boolean isPathIdentifier(String[] namespace, String name) {
     if (namespace.length != 1 || !PATH_NAMESPACE.equalsIgnoreCase(namespace[0])) {
       return false;
     }
     if (!SQLConf.get().runSQLonFile()) {
       return false;
     }
-    String name = ident.name();
     return name.startsWith("/") || name.contains("://") || name.startsWith("file:");
   }
 
@@ -168,34 +223,33 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
   }
 
   /**
-   * The Lance table at {@code path}: Spark's Python table of the {@code lance} source, read
-   * with {@code path} (and the version option) added to every scan's options and written at
-   * {@code path}. {@code catalogSchema}: the catalog entry's schema, or null to ask Python
-   * (a path identifier); a version's schema is always Python's.
+   * The Lance table {@code name} at {@code path}: Spark's Python table of the {@code lance}
+   * source, read with {@code path}, {@code options} (the entry's, a branch) and the version
+   * option added to every scan's options, and written at {@code path}. {@code catalogSchema}:
+   * the catalog entry's schema, or null to ask Python; a version's schema is always Python's.
    */
   private static Table lanceTable(
+      String name,
       String path,
-      Map<String, String> storage,
+      Map<String, String> options,
       StructType catalogSchema,
       Map<String, String> properties,
       String versionKey,
       String versionValue) {
-    Map<String, String> options = new HashMap<>(storage);
-    options.put(LanceWriteTable.PATH, path);
+    Map<String, String> all = new HashMap<>(options);
+    all.put(LanceWriteTable.PATH, path);
     if (versionKey != null) {
-      options.put(versionKey, versionValue);
+      all.put(versionKey, versionValue);
     }
-    CaseInsensitiveStringMap fixed = new CaseInsensitiveStringMap(options);
+    CaseInsensitiveStringMap fixed = new CaseInsensitiveStringMap(all);
     StructType schema = catalogSchema;
     if (schema == null || versionKey != null) {
       // A provider caches the Python instance it first creates: this one is for the schema.
       schema = provider().inferSchema(fixed);
     }
     PythonDataSourceV2 source = provider();
-    PythonTable python =
-        (PythonTable) source.getTable(schema, new org.apache.spark.sql.connector.expressions
-            .Transform[0], options);
-    return new LanceCatalogTable(python, source, path, fixed, versionKey != null, properties);
+    PythonTable python = (PythonTable) source.getTable(schema, new Transform[0], all);
+    return new LanceCatalogTable(python, source, name, fixed, versionKey != null, properties);
   }
 
   private static PythonDataSourceV2 provider() {

@@ -66,25 +66,26 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   // Whether write tasks size their batches (false: the companion is switched off).
   private final boolean sized;
 
-  // The location the catalog gave (LanceSessionCatalog), or null: the schema's lance.uri.
-  private final String catalogLocation;
+  // The options the catalog gives every write of its table (path, storage options, branch),
+  // or null: a table the session catalog did not serve.
+  private final Map<String, String> catalogOptions;
 
   private LanceWriteTable(
-      PythonTable python, String catalogTable, String catalogLocation, boolean sized) {
+      PythonTable python, String catalogTable, Map<String, String> catalogOptions, boolean sized) {
     super(python);
     this.catalogTable = catalogTable;
-    this.catalogLocation = catalogLocation;
+    this.catalogOptions = catalogOptions;
     this.sized = sized;
   }
 
-  /** The table to write {@code python} at {@code location} with (a catalog's Lance table). */
-  static LanceWriteTable at(PythonTable python, String location, boolean sized) {
-    return new LanceWriteTable(python, location, location, sized);
-  }
-
-  @Override
-  String location() {
-    return catalogLocation != null ? catalogLocation : super.location();
+  /**
+   * The table to write {@code python} with, as {@link LanceSessionCatalog} serves the catalog
+   * table {@code name}: every write gets {@code options} (its {@code path}, storage options,
+   * branch).
+   */
+  static LanceWriteTable served(
+      PythonTable python, String name, Map<String, String> options, boolean sized) {
+    return new LanceWriteTable(python, name, Map.copyOf(options), sized);
   }
 
   /**
@@ -104,22 +105,18 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   }
 
   /**
-   * {@code info} with the target catalog table's location as the {@code path} option: Spark
-   * 4.3 hands a Python writer neither the location nor the name of the catalog table it
-   * writes, and the Python writer must never guess it from the incoming data (whose columns
-   * may come from another Lance table). The location is the one the target's own Python table
-   * reports (its schema, made by the data source's {@code schema()} from the catalog entry's
-   * path). This can go when Lance tables are served by a catalog of their own.
+   * {@code info} with the options of the catalog table it writes (the {@code path} option:
+   * its location): Spark 4.3 hands a Python writer neither the location nor the name of the
+   * catalog table it writes, and the Python writer must never guess it from the incoming data
+   * (whose columns may come from another Lance table). A catalog table that the session
+   * catalog did not serve (the session's {@code spark_catalog} is not
+   * {@link LanceSessionCatalog}) gets nothing: the Python writer fails, naming what it needs.
    */
   private LogicalWriteInfo targeted(LogicalWriteInfo info) {
-    if (catalogTable == null) {
+    if (catalogTable == null || catalogOptions == null) {
       return info;
     }
-    String location = location();
-    if (location == null) {
-      // The Python writer fails, naming what it needs.
-      return info;
-    }
+    String location = catalogOptions.get(PATH);
     String given = info.options().get(PATH);
     if (given != null && !plain(given).equals(plain(location))) {
       throw new IllegalArgumentException(
@@ -127,7 +124,7 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
               + "') has the option path='" + given + "': drop the path option");
     }
     Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
-    options.put(PATH, location);
+    options.putAll(catalogOptions);
     CaseInsensitiveStringMap withPath = new CaseInsensitiveStringMap(options);
     return new LogicalWriteInfo() {
       @Override

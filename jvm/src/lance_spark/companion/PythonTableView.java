@@ -10,7 +10,6 @@ import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -22,8 +21,6 @@ import org.apache.spark.sql.types.StructType;
  */
 abstract class PythonTableView implements Table {
   static final String FORMAT = "lance";
-  // lance_spark.source.reader.URI_METADATA_KEY
-  static final String URI_METADATA_KEY = "lance.uri";
   // The private formats lance_spark registers for reads whose storage options differ from the
   // session's (lance_spark.source.session._format_for): lance_storage_1, lance_storage_2, ...
   private static final Pattern PRIVATE_FORMAT = Pattern.compile("lance_storage_\\d+");
@@ -53,20 +50,6 @@ abstract class PythonTableView implements Table {
         relation.identifier(),
         relation.options(),
         relation.timeTravelSpec());
-  }
-
-  /**
-   * The location of the Lance table, as the Python table's schema records it (field metadata
-   * {@code lance.uri}, set by the data source's {@code schema()}), or null when it has none.
-   */
-  @SuppressWarnings("deprecation")
-  String location() {
-    for (StructField field : python.schema().fields()) {
-      if (field.metadata().contains(URI_METADATA_KEY)) {
-        return field.metadata().getString(URI_METADATA_KEY);
-      }
-    }
-    return null;
   }
 
   @Override
