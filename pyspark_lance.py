@@ -11,10 +11,20 @@ This module is also the worker module of the JVM companion's planning calls (``m
 Spark's Python daemon runs only worker modules whose name starts with ``pyspark``.
 """
 
+from typing import IO
+
+from lance_spark.source import scan_planner
 from lance_spark.source.datasource import LanceDataSource as DefaultSource
-from lance_spark.source.scan_planner import main
 
 __all__ = ["DefaultSource", "main"]
+
+
+def main(infile: IO[bytes], outfile: IO[bytes]) -> None:
+    """The companion's planner worker: scans, and the session catalog's procedures."""
+    from lance_spark.table.procedures import run  # only when a worker plans (not discovery)
+
+    scan_planner.main(infile, outfile, procedures=run)
+
 
 if __name__ == "__main__":  # the planner worker without Spark's daemon (spark.python.use.daemon)
     from pyspark.worker_util import get_sock_file_to_executor

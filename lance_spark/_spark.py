@@ -1409,6 +1409,36 @@ def enable_companion(spark: SparkSession) -> bool:
     return True
 
 
+_COMPANION_PARSER = "lance_spark.companion.LanceSqlParser"
+_TRANSLATES_ATTR = "_lance_spark_translates_statements"
+
+
+def companion_statement(spark: SparkSession, text: str) -> str | None:
+    """The ``CALL`` of the session catalog's procedure that the companion's SQL parser makes
+    of ``text`` (``DESCRIBE HISTORY``, ``RESTORE``, ``VACUUM``), for a classic session whose
+    parser predates the companion; None for any other statement or session.
+
+    Spark limit (4.3): a session's SQL parser is built with the session, so a companion turned
+    on by ``register`` for a running session has no parser of its own there; its translation
+    is called directly (one implementation for every client). Sessions built with the
+    companion (``configure``, a Spark Connect server) parse these statements themselves."""
+    translates = getattr(spark, _TRANSLATES_ATTR, None)
+    if translates is None:
+        if is_connect(spark):
+            translates = False
+        elif not companion_enabled(spark):
+            return None  # not cached: register may turn it on later
+        else:
+            parser = spark._jsparkSession.sessionState().sqlParser()
+            translates = parser.getClass().getName() != _COMPANION_PARSER
+        setattr(spark, _TRANSLATES_ATTR, translates)
+    if not translates:
+        return None
+    jvm: Any = spark._jvm
+    found = jvm.lance_spark.companion.LanceSqlParser.translate(text)
+    return None if found is None else str(found)
+
+
 def use_session_catalog(spark: SparkSession) -> bool:
     """Make the companion's ``LanceSessionCatalog`` this session's ``spark_catalog`` unless
     another one is configured; True when it is (or already was) the session catalog.

@@ -61,6 +61,9 @@ class ScanRequest:
     read_schema: StructType | None = None  # None: every column
     limit: int | None = None
     aggregate: str | None = None
+    # A procedure of the companion's session catalog to run instead of planning a scan
+    # (lance_spark.table.procedures): {"name", "args", "app_id"}.
+    procedure: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, text: str) -> ScanRequest:
@@ -83,6 +86,7 @@ class ScanRequest:
             read_schema=read_schema,
             limit=None if limit is None else int(limit),
             aggregate=raw.get("aggregate"),
+            procedure=raw.get("procedure"),
         )
 
 
@@ -108,7 +112,11 @@ def answer(
     return pushed, scan, reply
 
 
-def _main(infile: IO[bytes], outfile: IO[bytes]) -> None:
+# Runs a procedure on the table a data source reads; its JSON reply (see main).
+ProcedureRunner = Callable[[LanceDataSource, dict[str, Any]], dict[str, Any]]
+
+
+def _main(infile: IO[bytes], outfile: IO[bytes], procedures: ProcedureRunner | None) -> None:
     # Spark's part of the call, in the order its runner writes it.
     data_source = read_command(pickleSer, infile)
     schema = _parse_datatype_json_string(_read_utf8(infile))
@@ -127,7 +135,13 @@ def _main(infile: IO[bytes], outfile: IO[bytes]) -> None:
             raise LanceSparkError(
                 f"the companion sent a table schema that is not a struct: {schema}"
             )
-        pushed, scan, reply = answer(data_source, schema, filters, request)
+        if request.procedure is not None:
+            if procedures is None:
+                raise LanceSparkError("this planner worker runs no procedures")
+            no_filters: list[int] = []
+            pushed, scan, reply = no_filters, None, procedures(data_source, request.procedure)
+        else:
+            pushed, scan, reply = answer(data_source, schema, filters, request)
         if scan is None:
             _write_int(0, outfile)  # an empty read function
             _write_int(0, outfile)  # and no partitions
@@ -146,6 +160,9 @@ def _main(infile: IO[bytes], outfile: IO[bytes]) -> None:
     _write_with_length(json.dumps(reply).encode("utf-8"), outfile)
 
 
-def main(infile: IO[bytes], outfile: IO[bytes]) -> None:
-    """Entry point of the planner worker (``pyspark_lance.main``)."""
-    worker_run(_main, infile, outfile)
+def main(
+    infile: IO[bytes], outfile: IO[bytes], *, procedures: ProcedureRunner | None = None
+) -> None:
+    """Entry point of the planner worker (``pyspark_lance.main``, which passes the session
+    catalog's ``procedures``: they live in the table layer, above this module)."""
+    worker_run(lambda i, o: _main(i, o, procedures), infile, outfile)

@@ -1,12 +1,12 @@
-"""SQL statements for history and maintenance of Lance tables, the way Delta's SQL extension
-spells them, plus ``ALTER TABLE ... ADD COLUMNS`` and CTAS. (Time travel, ``lance.`path```
-and ``t.branch_b`` in queries are Spark's own, through the companion's session catalog.)
+"""SQL statements for maintenance of Lance tables, the way Delta's SQL extension spells them,
+plus ``ALTER TABLE ... ADD COLUMNS`` and CTAS, in the sessions ``register`` wrapped. (Time
+travel, ``lance.`path``` and ``t.branch_b`` in queries are Spark's own, through the
+companion's session catalog; ``DESCRIBE HISTORY``, ``RESTORE`` and ``VACUUM`` are the
+companion's statements in every client, see :mod:`lance_spark.sql.front`.)
 
 Statements Spark's grammar knows (ALTER TABLE ADD COLUMNS, CTAS) are parsed with sqlglot's
-Spark dialect. The Delta-style commands Spark does not know
-(DESCRIBE HISTORY ... LIMIT, RESTORE, OPTIMIZE, VACUUM, tags, branches, CREATE INDEX) are
-parsed by a
-small recursive-descent parser over sqlglot's Spark tokens. Each runs through
+Spark dialect. The Delta-style commands Spark does not know (OPTIMIZE, tags, branches, CREATE
+INDEX) are parsed by a small recursive-descent parser over sqlglot's Spark tokens. Each runs through
 :class:`~lance_spark.table.LanceTable`; a statement whose table is not a Lance table is left
 to Spark (its result and errors are Spark's).
 """
@@ -157,10 +157,7 @@ _PUNCTUATION = {
 _LITERALS = {TokenType.STRING, TokenType.NUMBER}
 
 _GRAMMAR = {
-    "DESCRIBE HISTORY": "DESCRIBE HISTORY table [LIMIT n]",
-    "RESTORE": "RESTORE [TABLE] table [TO] {VERSION AS OF n | TIMESTAMP AS OF 'timestamp'}",
     "OPTIMIZE": "OPTIMIZE table",
-    "VACUUM": "VACUUM table [RETAIN n HOURS] [DRY RUN]",
     "CREATE TAG": "ALTER TABLE table CREATE TAG name [AS OF VERSION n]",
     "DROP TAG": "ALTER TABLE table DROP TAG name",
     "CREATE BRANCH": (
@@ -280,19 +277,13 @@ def parse_command(text: str) -> Command | None:
 
 
 def _command_kind(cursor: _Cursor) -> str | None:
-    if cursor.accept("DESCRIBE", "HISTORY"):
-        return "DESCRIBE HISTORY"
     if cursor.accept("DESCRIBE", "DETAIL"):
         return "DESCRIBE DETAIL"
     for words in (("DESCRIBE", "TABLE"), ("DESCRIBE",), ("DESC", "TABLE"), ("DESC",)):
         if cursor.accept(*words, "EXTENDED") or cursor.accept(*words, "FORMATTED"):
             return "DESCRIBE EXTENDED"
-    if cursor.accept("RESTORE"):
-        cursor.accept("TABLE")
-        return "RESTORE"
-    for kind in ("OPTIMIZE", "VACUUM"):
-        if cursor.accept(kind):
-            return kind
+    if cursor.accept("OPTIMIZE"):
+        return "OPTIMIZE"
     if cursor.accept("ALTER", "TABLE"):
         return "ALTER TABLE"
     if cursor.accept("SHOW", "TBLPROPERTIES"):
@@ -306,40 +297,9 @@ def _command_kind(cursor: _Cursor) -> str | None:
     return None
 
 
-def _describe_history(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    limit = None
-    if cursor.accept("LIMIT"):
-        limit = int(cursor.number("DESCRIBE HISTORY", "the number of versions"))
-    cursor.end("DESCRIBE HISTORY")
-    return (("limit", limit),)
-
-
-def _restore(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    cursor.accept("TO")
-    if cursor.accept("VERSION", "AS", "OF"):
-        version = int(cursor.number("RESTORE", "a version"))
-        cursor.end("RESTORE")
-        return (("version", version),)
-    if cursor.accept("TIMESTAMP", "AS", "OF"):
-        timestamp = cursor.string("RESTORE", "a timestamp")
-        cursor.end("RESTORE")
-        return (("timestamp", timestamp),)
-    raise cursor.error("expected VERSION AS OF or TIMESTAMP AS OF", "RESTORE")
-
-
 def _optimize(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     cursor.end("OPTIMIZE")
     return ()
-
-
-def _vacuum(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    hours: float = 168
-    if cursor.accept("RETAIN"):
-        hours = cursor.number("VACUUM", "the retention in hours")
-        cursor.expect("HOURS", statement="VACUUM")
-    dry_run = cursor.accept("DRY", "RUN")
-    cursor.end("VACUUM")
-    return (("hours", hours), ("dry_run", dry_run))
 
 
 def _create_tag(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
@@ -551,10 +511,7 @@ _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
     "ALTER COLUMN": _alter_column,
     "SET TBLPROPERTIES": _set_properties,
     "UNSET TBLPROPERTIES": _unset_properties,
-    "DESCRIBE HISTORY": _describe_history,
-    "RESTORE": _restore,
     "OPTIMIZE": _optimize,
-    "VACUUM": _vacuum,
     "CREATE TAG": _create_tag,
     "DROP TAG": _drop_tag,
     "CREATE BRANCH": _create_branch,
@@ -578,16 +535,6 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     if command.kind in _CATALOG_ONLY and table.currentBranch != MAIN_BRANCH:
         return None  # pets.branch_exp has no catalog entry: Spark's error says so
     kind = command.kind
-    if kind == "DESCRIBE HISTORY":
-        return table.history(command.arg("limit"))
-    if kind == "RESTORE":
-        if command.arg("version") is not None:
-            restored = table.restoreToVersion(command.arg("version"))
-        else:
-            restored = table.restoreToTimestamp(command.arg("timestamp"))
-        # The restored version's columns may differ from the catalog entry's.
-        refresh_catalog_entry(spark, run, command.table, table)
-        return restored
     if kind == "OPTIMIZE":
         return table.optimize().executeCompaction()
     if kind == "DESCRIBE EXTENDED":
@@ -611,8 +558,6 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
                 (key, f"Table {command.table.sql(dialect='spark')} does not have property: {key}")
             ]
         return spark.createDataFrame(rows, "key string, value string")
-    if kind == "VACUUM":
-        return table.vacuum(command.arg("hours"), dryRun=command.arg("dry_run"))
     if kind == "SHOW BRANCHES":
         return table.listBranches()
     if kind == "CREATE TAG":

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from sqlglot import expressions as exp
 
-from lance_spark._spark import PLAIN_SQL_ATTR, WriteRequest, sql_string
+from lance_spark._spark import PLAIN_SQL_ATTR, WriteRequest, companion_statement, sql_string
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableAlreadyExistsError
 from lance_spark.source import dataset
 from lance_spark.source import writer as _writer
@@ -97,6 +97,9 @@ def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> 
     Delta-style commands are first recognised from their tokens."""
     from lance_spark.sql import commands, dml
 
+    call = companion_statement(spark, text)
+    if call is not None:  # DESCRIBE HISTORY, RESTORE, VACUUM (see companion_statement)
+        return run(call)
     tree = _parse_or_none(text)
     statement = _create_table_statement(tree)
     if statement is None and tree is None and _REPLACE_TABLE.match(text):

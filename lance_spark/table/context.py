@@ -29,6 +29,7 @@ class TableContext:
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
     branch: str | None = None  # None: the main branch
     main_uri: str | None = None  # the table's own location, when ``uri`` is a branch's
+    application: str | None = None  # the Spark application's id, when there is no session
 
     @property
     def root(self) -> str:
@@ -49,7 +50,7 @@ class TableContext:
 
     @property
     def app_id(self) -> str:
-        return _spark.app_id(self.spark)
+        return self.application or _spark.app_id(self.spark)
 
     def one_row(self, metrics: Mapping[str, int], names: tuple[str, ...]) -> DataFrame:
         """A one-row DataFrame of bigint ``metrics``, columns in the order of ``names``."""

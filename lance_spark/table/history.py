@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import lance
 from pyspark.sql import DataFrame
@@ -81,6 +82,11 @@ RESTORE_METRICS = (
 
 def history(table: TableContext, limit: int | None) -> DataFrame:
     """One row per version, newest first (see :meth:`LanceTable.history`)."""
+    return table.spark.createDataFrame(history_rows(table, limit), HISTORY_SCHEMA)
+
+
+def history_rows(table: TableContext, limit: int | None) -> list[tuple[Any, ...]]:
+    """The rows of :func:`history` (``HISTORY_SCHEMA``); needs no Spark session."""
     if limit is not None and limit < 1:
         raise InvalidOptionError(f"history limit={limit} must be at least 1")
     ds = table.open()
@@ -89,12 +95,19 @@ def history(table: TableContext, limit: int | None) -> DataFrame:
     else:  # only the manifests of the last `limit` versions are read
         log = VersionLog(ds, uri=table.uri)
         stamps = [(v, log.timestamp(v)) for v in log.newest(limit)]
-    rows = [(v, stamp, *describe_version(ds, v)) for v, stamp in stamps]
-    return table.spark.createDataFrame(rows, HISTORY_SCHEMA)
+    return [(v, stamp, *describe_version(ds, v)) for v, stamp in stamps]
+
+
+RESTORE_SCHEMA = StructType([StructField(k, LongType(), False) for k in RESTORE_METRICS])
 
 
 def restore(table: TableContext, travel: TimeTravel) -> DataFrame:
     """Commit a new version whose content is the one ``travel`` names; one row of metrics."""
+    return table.spark.createDataFrame([restore_row(table, travel)], RESTORE_SCHEMA)
+
+
+def restore_row(table: TableContext, travel: TimeTravel) -> tuple[int, ...]:
+    """:func:`restore`'s work and its row (``RESTORE_SCHEMA``); needs no Spark session."""
     ds = table.open()
     target = resolve_version(ds, travel, uri=table.uri)
     parameters = {"version": str(target)}
@@ -122,7 +135,7 @@ def restore(table: TableContext, travel: TimeTravel) -> DataFrame:
         ),
         storage=table.storage,
     )
-    return table.one_row(metrics, RESTORE_METRICS)
+    return tuple(int(metrics[k]) for k in RESTORE_METRICS)
 
 
 def create_tag(table: TableContext, name: str, version: int | None) -> None:

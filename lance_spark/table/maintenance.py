@@ -55,7 +55,7 @@ _CLEANUP_METRICS = (
     "index_files_removed",
     "deletion_files_removed",
 )
-_VACUUM_SCHEMA = StructType(
+VACUUM_SCHEMA = StructType(
     [StructField(k, LongType(), False) for k in _CLEANUP_METRICS]
     + [
         StructField("dry_run", BooleanType(), False),
@@ -189,6 +189,12 @@ def auto_compact(
 
 def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> DataFrame:
     """See :meth:`LanceTable.vacuum`."""
+    row = vacuum_row(table, retention_hours, dry_run=dry_run)
+    return table.spark.createDataFrame([row], VACUUM_SCHEMA)
+
+
+def vacuum_row(table: TableContext, retention_hours: float, *, dry_run: bool) -> tuple[Any, ...]:
+    """:func:`vacuum`'s work and its row (``VACUUM_SCHEMA``); needs no Spark session."""
     if isinstance(retention_hours, bool) or not isinstance(retention_hours, int | float):
         raise InvalidOptionError(
             f"vacuum retentionHours={retention_hours!r} must be a number of hours"
@@ -228,14 +234,13 @@ def vacuum(table: TableContext, retention_hours: float, *, dry_run: bool) -> Dat
         metrics.update({k: int(getattr(stats, k)) for k in _CLEANUP_METRICS})
     for orphan in orphans.files:
         _count_file(metrics, orphan.kind, orphan.size, 1)
-    row = (
+    return (
         *metrics.values(),
         bool(dry_run),
         len(orphans.files),
         len(orphans.markers),
         [f.path for f in orphans.files],
     )
-    return table.spark.createDataFrame([row], _VACUUM_SCHEMA)
 
 
 def _count_file(metrics: dict[str, Any], kind: str, size: int, sign: int) -> None:

@@ -139,13 +139,31 @@ def test_a_connect_server_without_the_jar_is_reported_and_answers_right(
 ) -> None:
     """A Connect server whose configuration names the companion but whose jar is missing:
     ``companion_enabled`` asks the server what it loaded (not its configuration), and a
-    DataFrame counted after a filtered query on it counts every row."""
+    DataFrame counted after a filtered query on it counts every row. With the session
+    catalog named too (all of ``spark_conf()``), every statement fails naming the missing
+    class: no answer, so no wrong one."""
     from _servers import connect_server
 
-    confs = dict(lance_spark.spark_conf(), **{"spark.jars": "/nonexistent/companion.jar"})
-    with connect_server(confs) as url:
+    missing = "/nonexistent/companion.jar"
+    confs = dict(
+        lance_spark.spark_conf(),
+        **{"spark.jars": missing, "spark.driver.extraClassPath": missing},
+    )
+    without_catalog = {k: v for k, v in confs.items() if k != "spark.sql.catalog.spark_catalog"}
+    with connect_server(without_catalog) as url:
         result = _result_of([sys.executable, "-c", _CONNECT_CLIENT, url, uri], tmp_path)
     assert result == {"enabled": False, "counts": [ROWS - 11, ROWS]}
+    with connect_server(confs) as url:
+        done = subprocess.run(
+            [sys.executable, "-c", _CONNECT_CLIENT, url, uri],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    assert done.returncode != 0 and "RESULT" not in done.stdout
+    assert "CANNOT_LOAD_CATALOG" in done.stderr and "LanceSessionCatalog" in done.stderr
 
 
 # A client that never imports lance_spark (nor calls register): only the server's
@@ -215,6 +233,7 @@ def test_doctor_passes_in_a_working_installation(tmp_path: Path) -> None:
         "ok    worker python",
         "ok    companion in session",
         "ok    filter pushdown",
+        "ok    session catalog",
         "ok    write and read",
         "ok    recommended settings",
     ]

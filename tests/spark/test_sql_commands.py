@@ -255,11 +255,12 @@ def test_branches(spark: SparkSession, pets: str) -> None:
     assert [int(v["version"]) for v in lance.dataset(pets).versions()] == [1, 2]
     with_options = "SELECT count(*) FROM pets WITH ('branch' = 'exp', 'version' = '2')"
     assert _count(spark, with_options) == 12 == len(lance.dataset(branch, version=2).to_table())
-    with pytest.raises(SqlSyntaxError, match=r"INSERT INTO pets WITH \('branch' = 'exp'\)"):
-        spark.sql("INSERT INTO pets.branch_exp SELECT 51, 'v51'")
+    spark.sql("INSERT INTO pets.branch_exp SELECT 51, 'v51'")  # the branch as a table
+    assert 51 in lance.dataset(branch).to_table().to_pydict()["id"]
+    assert [int(v["version"]) for v in lance.dataset(pets).versions()] == [1, 2]
 
-    with pytest.raises(BranchNotFoundError, match=r"'nope' does not exist.*main, exp, head-1"):
-        spark.sql("SELECT * FROM pets.branch_nope")
+    with pytest.raises(Exception, match=r"'nope' does not exist.*main, exp, head-1"):
+        spark.sql("SELECT * FROM pets.branch_nope")  # the session catalog asks Lance
     with pytest.raises(InvalidOptionError, match="'exp' already exists"):
         spark.sql("ALTER TABLE pets CREATE BRANCH exp")
     spark.sql("ALTER TABLE pets DROP BRANCH exp")
@@ -434,10 +435,6 @@ def test_create_table_as_select_of_an_old_version(
 @pytest.mark.parametrize(
     ("statement", "where"),
     [
-        ("VACUUM pets RETAIN x HOURS", "at 'x' (line 1, column 20)"),
-        ("VACUUM pets RETAIN 5", "at the end of the statement"),
-        ("RESTORE TABLE pets TO VERSION 3", "expected VERSION AS OF or TIMESTAMP AS OF"),
-        ("DESCRIBE HISTORY pets LIMIT", "expected the number of versions"),
         ("OPTIMIZE pets now", "unexpected input at 'now'"),
         ("ALTER TABLE pets CREATE TAG", "expected a tag name"),
         ("CREATE INDEX i ON pets id", "expected ("),
@@ -454,6 +451,26 @@ def test_malformed_statements_say_what_and_where(
     assert lance.dataset(pets).version == version
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "VACUUM pets RETAIN x HOURS",
+        "VACUUM pets RETAIN 5",
+        "RESTORE TABLE pets TO VERSION 3",
+        "DESCRIBE HISTORY pets LIMIT",
+    ],
+)
+def test_malformed_companion_statements_are_spark_parse_errors(
+    spark: SparkSession, pets: str, statement: str
+) -> None:
+    """The companion's parser leaves a statement it does not recognise to Spark's, whose
+    error points at the position; nothing runs."""
+    version = lance.dataset(pets).version
+    with pytest.raises(ParseException, match="PARSE_SYNTAX_ERROR"):
+        spark.sql(statement).collect()
+    assert lance.dataset(pets).version == version
+
+
 def test_statements_on_other_tables_go_to_spark(spark: SparkSession, tmp_path: Path) -> None:
     spark.sql("DROP TABLE IF EXISTS plain")
     spark.sql(f"CREATE TABLE plain (id INT) USING parquet LOCATION '{tmp_path / 'plain'}'")
@@ -461,9 +478,9 @@ def test_statements_on_other_tables_go_to_spark(spark: SparkSession, tmp_path: P
     assert _count(spark, "SELECT count(*) FROM plain") == 1
     with pytest.raises((AnalysisException, ParseException)) as ours:
         spark.sql("SELECT * FROM plain VERSION AS OF 1")
-    assert "Lance" not in str(ours.value)
-    with pytest.raises(ParseException):
-        spark.sql("VACUUM plain")  # Spark has no VACUUM: its own parse error
+    assert "Lance" not in str(ours.value).splitlines()[0]  # Spark's message (a stack may say)
+    with pytest.raises(Exception, match="not a Lance table"):
+        spark.sql("VACUUM plain")  # the companion's VACUUM, on a Parquet table
     with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
         spark.sql("DESCRIBE HISTORY nowhere")
     spark.sql("DROP TABLE plain")

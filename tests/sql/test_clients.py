@@ -166,3 +166,45 @@ def test_catalog_errors_name_what_is_missing(sql_client: SqlClient, tmp_path: Pa
         if sql_client.kind != SPARK_SQL:
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
     assert lance.dataset(str(path)).version == 1
+
+
+@pytest.mark.spark
+def test_history_restore_vacuum_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """Delta's DESCRIBE HISTORY, RESTORE and VACUUM (and their CALL form) on a Lance table,
+    in every client: the companion's parser and procedures; results against pylance."""
+    path = tmp_path / "pets.lance"
+    _write_pets(path)
+    lance.write_dataset(
+        pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}), str(path), mode="append"
+    )
+    name = _table_name(sql_client, "history")
+    statements = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+        f"DESC HISTORY {name}",
+        f"RESTORE TABLE {name} TO VERSION AS OF 1",
+        f"SELECT count(*) FROM {name}",
+        f"DESCRIBE HISTORY {name} LIMIT 1",
+        f"VACUUM {name} RETAIN 0 HOURS DRY RUN",
+        f"VACUUM '{path}' RETAIN 0 HOURS",
+        f"CALL spark_catalog.system.history(table => '{name}')",
+    ]
+    try:
+        results = sql_client.sql_script(statements)
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    history = rows_as_text(results[2])
+    assert [(r[0], r[2]) for r in history] == [("2", "WRITE"), ("1", "CREATE TABLE")]
+    # RESTORE: one row of metrics; version 3 holds version 1's rows (pylance).
+    assert len(results[3]) == 1 and len(results[3][0]) == 6
+    dataset = lance.dataset(str(path))
+    assert sorted(dataset.to_table()["id"].to_pylist()) == [1, 2, 3]
+    assert rows_as_text(results[4]) == [("3",)]
+    assert [(r[0], r[2]) for r in rows_as_text(results[5])] == [("3", "RESTORE")]
+    # VACUUM: the dry run counts the two old versions, the real one removes them.
+    dry, done = rows_as_text(results[6])[0], rows_as_text(results[7])[0]
+    assert dry[1] == "2" and dry[6] == "true"
+    assert done[1] == "2" and done[6] == "false"
+    assert [v["version"] for v in lance.dataset(str(path)).versions()] == [3]
+    assert [r[0] for r in rows_as_text(results[8])] == ["3"]

@@ -112,7 +112,7 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
    * settings ({@code storage.*}); the entry's read options ({@code OPTIONS (batch_size ...)})
    * stay with reads, where the Python source accepts them.
    */
-  private Map<String, String> writeOptions() {
+  Map<String, String> writeOptions() {
     Map<String, String> options = new HashMap<>();
     fixed.asCaseSensitiveMap().forEach((key, value) -> {
       String lower = key.toLowerCase(java.util.Locale.ROOT);

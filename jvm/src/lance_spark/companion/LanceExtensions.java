@@ -10,6 +10,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
 import org.apache.spark.sql.catalyst.expressions.Literal$;
@@ -17,6 +18,7 @@ import org.apache.spark.sql.catalyst.expressions.Literal$;
 import scala.Tuple3;
 import scala.collection.immutable.Seq;
 import scala.runtime.AbstractFunction1;
+import scala.runtime.AbstractFunction2;
 import scala.runtime.BoxedUnit;
 
 /**
@@ -25,7 +27,8 @@ import scala.runtime.BoxedUnit;
  * session (what {@code lance_spark.register(spark)} calls when the jar is on the class path).
  *
  * <p>It adds two optimizer rules: {@link LanceScanRule} (reads) and {@link LanceWriteRule}
- * (writes), and the SQL function {@code lance_companion_protocol()} (the {@link #PROTOCOL} of
+ * (writes), the SQL parser of Lance's statements ({@link LanceSqlParser}, in sessions built with
+ * the extension: a running session keeps its parser), and the SQL function {@code lance_companion_protocol()} (the {@link #PROTOCOL} of
  * this jar), by which a client with no JVM of its own (Spark Connect) asks its server whether the
  * companion is loaded ({@code lance_spark.companion_enabled}).
  *
@@ -67,6 +70,13 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
           return new LanceWriteRule();
         }
       });
+      extensions.injectParser(
+          new AbstractFunction2<SparkSession, ParserInterface, ParserInterface>() {
+            @Override
+            public ParserInterface apply(SparkSession session, ParserInterface parser) {
+              return new LanceSqlParser(parser);
+            }
+          });
       extensions.injectFunction(
           new Tuple3<>(
               new FunctionIdentifier(PROTOCOL_FUNCTION),

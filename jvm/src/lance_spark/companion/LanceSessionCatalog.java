@@ -4,6 +4,8 @@ import java.net.URI;
 import java.time.Instant;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.Locale;
+import java.util.stream.Collectors;
 import java.util.Map;
 
 import org.apache.spark.sql.SparkSession;
@@ -12,6 +14,9 @@ import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension;
 import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
+import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
+import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.connector.catalog.TableProvider;
@@ -66,7 +71,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * provider by name), {@code PythonDataSourceV2} / {@code PythonTable} (the table and its write
  * builder), {@code CatalogTable} (provider, location, storage properties of a {@code V1Table}).
  */
-public class LanceSessionCatalog extends DelegatingCatalogExtension {
+public class LanceSessionCatalog extends DelegatingCatalogExtension implements ProcedureCatalog {
   /** The namespace of path identifiers: {@code lance.`/path/to/t.lance`}. */
   static final String PATH_NAMESPACE = "lance";
 
@@ -82,6 +87,55 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
     return load(ident, null, null);
+  }
+
+  @Override
+  public UnboundProcedure loadProcedure(Identifier ident) {
+    String[] namespace = ident.namespace();
+    UnboundProcedure found = namespace.length == 1
+            && LanceProcedures.NAMESPACE.equalsIgnoreCase(namespace[0])
+        ? LanceProcedures.load(this, ident.name().toLowerCase(Locale.ROOT))
+        : null;
+    if (found == null) {
+      throw new IllegalArgumentException(
+          "no Lance procedure " + ident + "; procedures: "
+              + Arrays.stream(LanceProcedures.list())
+                  .map(p -> name() + "." + p).collect(Collectors.joining(", ")));
+    }
+    return found;
+  }
+
+  @Override
+  public Identifier[] listProcedures(String[] namespace) {
+    return namespace.length == 1 && LanceProcedures.NAMESPACE.equalsIgnoreCase(namespace[0])
+        ? LanceProcedures.list()
+        : new Identifier[0];
+  }
+
+  /**
+   * The options of the Lance table {@code table} names (a table name, {@code t.branch_b} or
+   * {@code lance.`path`}, as SQL text) for procedure {@code procedure}: its location, branch
+   * and storage options.
+   */
+  Map<String, String> procedureTarget(String table, String procedure) {
+    String[] parts = CollectionConverters.asJava(
+        CatalystSqlParser$.MODULE$.parseMultipartIdentifier(table)).toArray(new String[0]);
+    String[] namespace = Arrays.copyOf(parts, parts.length - 1);
+    if (namespace.length == 0) {
+      namespace = new String[] {SparkSession.active().catalog().currentDatabase()};
+    }
+    Table loaded;
+    try {
+      loaded = loadTable(Identifier.of(namespace, parts[parts.length - 1]));
+    } catch (NoSuchTableException e) {
+      throw LanceSessionCatalog.<RuntimeException>rethrow(e);
+    }
+    if (!(loaded instanceof LanceCatalogTable lance)) {
+      throw new IllegalArgumentException(
+          "procedure " + procedure + ": table " + table + " is not a Lance table (created "
+              + "USING lance)");
+    }
+    return lance.writeOptions();
   }
 
   @Override
@@ -131,13 +185,13 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
   /** A path identifier or a branch of a Lance table, or null: {@code ident} names neither. */
   private Table notInCatalog(Identifier ident, String versionKey, String versionValue) {
     if (isPathIdentifier(ident.namespace(), ident.name())) {
-      return lanceTable(ident.toString(), ident.name(), Map.of(), null,
-          pathProperties(ident.name()), versionKey, versionValue);
+      return lanceTable(ident.toString(), ident.name(), Map.of(),
+          pathProperties(ident.name()), versionKey, versionValue, null);
     }
     String name = ident.name();
     String[] namespace = ident.namespace();
     if (namespace.length == 0 || name.length() <= BRANCH_PREFIX.length()
-        || !name.toLowerCase(java.util.Locale.ROOT).startsWith(BRANCH_PREFIX)) {
+        || !name.toLowerCase(Locale.ROOT).startsWith(BRANCH_PREFIX)) {
       return null;
     }
     String branch = name.substring(BRANCH_PREFIX.length());
@@ -148,8 +202,8 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
       baseNamespace = new String[] {SparkSession.active().catalog().currentDatabase()};
     }
     if (isPathIdentifier(baseNamespace, baseName)) {
-      return lanceTable(ident.toString(), baseName, Map.of(BRANCH, branch), null,
-          pathProperties(baseName), versionKey, versionValue);
+      return lanceTable(ident.toString(), baseName, Map.of(BRANCH, branch),
+          pathProperties(baseName), versionKey, versionValue, null);
     }
     Table base;
     try {
@@ -167,15 +221,21 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
       return null;
     }
     CatalogTable entry = v1.catalogTable();
-    Map<String, String> options = new HashMap<>(
-        CollectionConverters.asJava(entry.storage().properties()));
+    // The entry's object-store settings (OPTIONS ('storage.<key>' = ...)); its other options
+    // were the CREATE statement's (a write's), not every read's.
+    Map<String, String> options = new HashMap<>();
+    CollectionConverters.asJava(entry.storage().properties()).forEach((key, value) -> {
+      if (key.toLowerCase(Locale.ROOT).startsWith(STORAGE_PREFIX)) {
+        options.put(key, value);
+      }
+    });
     if (branch != null) {
       options.put(BRANCH, branch);
     }
-    // A branch's columns may differ from the entry's: its schema is Python's, as a version's.
-    StructType schema = branch == null ? entry.schema() : null;
-    return lanceTable(name, location(entry.location()), options, schema, v1.properties(),
-        versionKey, versionValue);
+    // The schema is Lance's (Python's), not the entry's: the table may have changed outside
+    // the catalog (another writer, a RESTORE), and a branch's columns may differ.
+    return lanceTable(name, location(entry.location()), options, v1.properties(), versionKey,
+        versionValue, branch == null && versionKey == null ? entry.schema() : null);
   }
 
   @SuppressWarnings("unchecked")
@@ -225,34 +285,42 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension {
   /**
    * The Lance table {@code name} at {@code path}: Spark's Python table of the {@code lance}
    * source, read with {@code path}, {@code options} (the entry's, a branch) and the version
-   * option added to every scan's options, and written at {@code path}. {@code catalogSchema}:
-   * the catalog entry's schema, or null to ask Python; a version's schema is always Python's.
+   * option added to every scan's options, and written at {@code path}. Its schema is Python's
+   * (Lance's, of that version or branch). {@code entrySchema}: the catalog entry's, for when
+   * Python cannot say (no Lance table at the location yet, or any more): such an entry still
+   * resolves, so that DESCRIBE, DROP and the write that creates the table work, and a read
+   * fails in Python saying what is missing; null: Python's error is the load's.
    */
   private static Table lanceTable(
       String name,
       String path,
       Map<String, String> options,
-      StructType catalogSchema,
       Map<String, String> properties,
       String versionKey,
-      String versionValue) {
+      String versionValue,
+      StructType entrySchema) {
     Map<String, String> all = new HashMap<>(options);
     all.put(LanceWriteTable.PATH, path);
     if (versionKey != null) {
       all.put(versionKey, versionValue);
     }
     CaseInsensitiveStringMap fixed = new CaseInsensitiveStringMap(all);
-    StructType schema = catalogSchema;
-    if (schema == null || versionKey != null) {
-      // A provider caches the Python instance it first creates: this one is for the schema.
+    // A provider caches the Python instance it first creates: this one is for the schema.
+    StructType schema;
+    try {
       schema = provider().inferSchema(fixed);
+    } catch (Exception e) {  // Python's error: an AnalysisException, which Scala throws undeclared
+      if (entrySchema == null) {
+        throw LanceSessionCatalog.<RuntimeException>rethrow(e);
+      }
+      schema = entrySchema;
     }
     PythonDataSourceV2 source = provider();
     PythonTable python = (PythonTable) source.getTable(schema, new Transform[0], all);
     return new LanceCatalogTable(python, source, name, fixed, versionKey != null, properties);
   }
 
-  private static PythonDataSourceV2 provider() {
+  static PythonDataSourceV2 provider() {
     Option<TableProvider> found =
         DataSource$.MODULE$.lookupDataSourceV2(PythonTableView.FORMAT, SQLConf.get());
     if (found.isDefined() && found.get() instanceof PythonDataSourceV2 python) {

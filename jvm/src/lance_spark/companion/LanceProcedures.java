@@ -1,0 +1,200 @@
+package lance_spark.companion;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ArrowStreamReader;
+import org.apache.spark.api.python.PythonFunction;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.procedures.BoundProcedure;
+import org.apache.spark.sql.connector.catalog.procedures.ProcedureParameter;
+import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
+import org.apache.spark.sql.connector.read.LocalScan;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils$;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+import scala.Option;
+
+/**
+ * Lance's procedures in {@link LanceSessionCatalog}: {@code CALL spark_catalog.system.history |
+ * restore | vacuum (table => '<name or lance.`path`>', ...)}, which {@link LanceSqlParser} also
+ * makes of Delta's {@code DESCRIBE HISTORY}, {@code RESTORE} and {@code VACUUM}. A call runs
+ * when Spark analyses it (a command: once per statement, in every client).
+ *
+ * <p>Spark interfaces: {@code UnboundProcedure}, {@code BoundProcedure} (public, Spark 4), a
+ * {@code LocalScan} for the result. Java decides nothing about Lance: the catalog resolves the
+ * table (location, branch, storage options), and the procedure runs in Python
+ * ({@code lance_spark.table.procedures}) through the companion's planner call
+ * ({@link LancePlanner}); the rows come back as one Arrow IPC stream with their Spark schema.
+ *
+ * <p>Spark internals: {@code PythonDataSourceV2.getOrCreateDataSourceInPython} and
+ * {@code createPythonFunction} (as {@link LanceScanBuilder}), {@code ArrowUtils.rootAllocator}.
+ */
+final class LanceProcedures {
+  /** The namespace of the procedures: {@code spark_catalog.system.<name>} (Iceberg's). */
+  static final String NAMESPACE = "system";
+
+  private LanceProcedures() {}
+
+  private static ProcedureParameter required(String name, DataType type) {
+    return ProcedureParameter.in(name, type).build();
+  }
+
+  private static ProcedureParameter optional(String name, DataType type, String defaultSql) {
+    return ProcedureParameter.in(name, type).defaultValue(defaultSql).build();
+  }
+
+  private static final Map<String, ProcedureParameter[]> PARAMETERS = new LinkedHashMap<>();
+
+  static {
+    PARAMETERS.put("history", new ProcedureParameter[] {
+      required("table", DataTypes.StringType), optional("limit", DataTypes.IntegerType, "NULL")});
+    PARAMETERS.put("restore", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      optional("version", DataTypes.LongType, "NULL"),
+      optional("tag", DataTypes.StringType, "NULL"),
+      optional("timestamp", DataTypes.StringType, "NULL")});
+    PARAMETERS.put("vacuum", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      optional("retain_hours", DataTypes.DoubleType, "NULL"),
+      optional("dry_run", DataTypes.BooleanType, "false")});
+  }
+
+  static Identifier[] list() {
+    return PARAMETERS.keySet().stream()
+        .map(name -> Identifier.of(new String[] {NAMESPACE}, name))
+        .toArray(Identifier[]::new);
+  }
+
+  /** The procedure {@code name} of {@code catalog}, or null when it has none of that name. */
+  static UnboundProcedure load(LanceSessionCatalog catalog, String name) {
+    ProcedureParameter[] parameters = PARAMETERS.get(name);
+    return parameters == null ? null : new Procedure(catalog, name, parameters);
+  }
+
+  private record Procedure(LanceSessionCatalog catalog, String name, ProcedureParameter[] params)
+      implements UnboundProcedure, BoundProcedure {
+    @Override
+    public String description() {
+      return "Lance's " + name + " (lance_spark)";
+    }
+
+    @Override
+    public BoundProcedure bind(StructType inputType) {
+      return this;
+    }
+
+    @Override
+    public ProcedureParameter[] parameters() {
+      return params;
+    }
+
+    @Override
+    public boolean isDeterministic() {
+      return false;
+    }
+
+    @Override
+    public Iterator<Scan> call(InternalRow input) {
+      String table = input.getUTF8String(0).toString();
+      ObjectNode args = LancePlanner.JSON.createObjectNode();
+      for (int i = 1; i < params.length; i++) {
+        if (input.isNullAt(i)) {
+          continue;
+        }
+        DataType type = params[i].dataType();
+        String key = params[i].name();
+        if (type.equals(DataTypes.IntegerType)) {
+          args.put(key, input.getInt(i));
+        } else if (type.equals(DataTypes.LongType)) {
+          args.put(key, input.getLong(i));
+        } else if (type.equals(DataTypes.DoubleType)) {
+          args.put(key, input.getDouble(i));
+        } else if (type.equals(DataTypes.BooleanType)) {
+          args.put(key, input.getBoolean(i));
+        } else {
+          args.put(key, input.getUTF8String(i).toString());
+        }
+      }
+      Map<String, String> options = catalog.procedureTarget(table, name);
+      JsonNode reply = run(options, name, args);
+      return List.<Scan>of(result(reply)).iterator();
+    }
+  }
+
+  /** Runs procedure {@code name} in Python on the table the {@code lance} source reads with
+   * {@code options}; Python's JSON reply. */
+  private static JsonNode run(Map<String, String> options, String name, ObjectNode args) {
+    PythonDataSourceV2 source = LanceSessionCatalog.provider();
+    org.apache.spark.sql.util.CaseInsensitiveStringMap map =
+        new org.apache.spark.sql.util.CaseInsensitiveStringMap(options);
+    // A (empty) schema given: the Python source is created without calling schema().
+    PythonDataSourceCreationResult created =
+        source.getOrCreateDataSourceInPython(PythonTableView.FORMAT, map, Option.apply(new StructType()));
+    PythonFunction python = source.source().createPythonFunction(created.dataSource());
+    ObjectNode request = LancePlanner.JSON.createObjectNode();
+    request.put("protocol", LanceExtensions.PROTOCOL);
+    ObjectNode procedure = request.putObject("procedure");
+    procedure.put("name", name);
+    procedure.set("args", args);
+    procedure.put("app_id", SparkSession.active().sparkContext().applicationId());
+    return new LancePlanner(python, new StructType(), new Filter[0], request).run().reply();
+  }
+
+  /** The rows of Python's reply (an Arrow IPC stream, base64) as a {@code LocalScan}. */
+  private static Scan result(JsonNode reply) {
+    StructType schema = (StructType) DataType.fromJson(reply.get("schema").asText());
+    byte[] bytes = Base64.getDecoder().decode(reply.get("arrow").asText());
+    List<InternalRow> rows = new ArrayList<>();
+    try (BufferAllocator allocator = ArrowUtils$.MODULE$.rootAllocator()
+            .newChildAllocator("lance_spark procedure", 0, Long.MAX_VALUE);
+        ArrowStreamReader reader = new ArrowStreamReader(new ByteArrayInputStream(bytes), allocator)) {
+      VectorSchemaRoot root = reader.getVectorSchemaRoot();
+      while (reader.loadNextBatch()) {
+        ColumnVector[] columns = root.getFieldVectors().stream()
+            .map(ArrowColumnVector::new)
+            .toArray(ColumnVector[]::new);
+        Iterator<InternalRow> it = new ColumnarBatch(columns, root.getRowCount()).rowIterator();
+        while (it.hasNext()) {
+          rows.add(it.next().copy());
+        }
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("lance_spark companion: a bad procedure result", e);
+    }
+    InternalRow[] all = rows.toArray(new InternalRow[0]);
+    return new LocalScan() {
+      @Override
+      public InternalRow[] rows() {
+        return all;
+      }
+
+      @Override
+      public StructType readSchema() {
+        return schema;
+      }
+    };
+  }
+}

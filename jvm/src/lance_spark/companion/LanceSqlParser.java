@@ -1,0 +1,321 @@
+package lance_spark.companion;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.parser.ParameterContext;
+import org.apache.spark.sql.catalyst.parser.ParseException;
+import org.apache.spark.sql.catalyst.parser.ParserInterface;
+import org.apache.spark.sql.catalyst.parser.SqlStatementSplitResult;
+import org.apache.spark.sql.catalyst.parser.TemporalIdentifier;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+
+import scala.collection.immutable.Seq;
+
+/**
+ * Lance's statements in Spark's SQL, the way Delta's SQL extension spells them, for every
+ * client: {@code DESCRIBE|DESC HISTORY t [LIMIT n]}, {@code RESTORE [TABLE] t [TO] VERSION AS OF
+ * n | 'tag' | TIMESTAMP AS OF 'ts'} and {@code VACUUM t [RETAIN n HOURS] [DRY RUN]}, where
+ * {@code t} is a table name ({@code t.branch_b} too), {@code lance.`/path`} or a quoted path.
+ * Each becomes the call of the session catalog's procedure ({@link LanceProcedures}):
+ * {@code CALL spark_catalog.system.history(table => 't', limit => n)}, which Spark's own parser
+ * parses. Every other statement is Spark's parser's, untouched.
+ *
+ * <p>Spark interface: {@code ParserInterface} (the parser of
+ * {@code SparkSessionExtensions.injectParser}; public developer API), delegating everything to
+ * Spark's parser. {@link #translate} is also what {@code lance_spark.register} uses for a
+ * running classic session, whose parser was built before the extension was loaded.
+ */
+public final class LanceSqlParser implements ParserInterface {
+  private final ParserInterface delegate;
+
+  public LanceSqlParser(ParserInterface delegate) {
+    this.delegate = delegate;
+  }
+
+  /** The {@code CALL} statement {@code sql} stands for, or null when it is not Lance's. */
+  public static String translate(String sql) {
+    List<String> tokens = tokens(sql);
+    if (tokens == null || tokens.isEmpty()) {
+      return null;
+    }
+    Cursor c = new Cursor(tokens);
+    if (c.accept("DESCRIBE") || c.accept("DESC")) {
+      if (!c.accept("HISTORY")) {
+        return null;
+      }
+      String table = c.table();
+      String limit = null;
+      if (table != null && c.accept("LIMIT")) {
+        limit = c.integer();
+        if (limit == null) {
+          return null;
+        }
+      }
+      return table == null || !c.atEnd() ? null : call("history", table, "limit", limit);
+    }
+    if (c.accept("RESTORE")) {
+      c.accept("TABLE");
+      String table = c.table();
+      if (table == null) {
+        return null;
+      }
+      c.accept("TO");
+      if (c.accept("VERSION") && c.accept("AS") && c.accept("OF")) {
+        String version = c.integer();
+        if (version != null) {
+          return c.atEnd() ? call("restore", table, "version", version) : null;
+        }
+        String tag = c.string();
+        return tag == null || !c.atEnd() ? null : call("restore", table, "tag", literal(tag));
+      }
+      if (c.accept("TIMESTAMP") && c.accept("AS") && c.accept("OF")) {
+        String when = c.string();
+        return when == null || !c.atEnd()
+            ? null
+            : call("restore", table, "timestamp", literal(when));
+      }
+      return null;
+    }
+    if (c.accept("VACUUM")) {
+      String table = c.table();
+      if (table == null) {
+        return null;
+      }
+      String hours = null;
+      if (c.accept("RETAIN")) {
+        hours = c.number();
+        if (hours == null || !c.accept("HOURS")) {
+          return null;
+        }
+      }
+      boolean dryRun = c.accept("DRY") && c.accept("RUN");
+      return c.atEnd() ? call("vacuum", table, "retain_hours", hours, "dry_run",
+          dryRun ? "true" : null) : null;
+    }
+    return null;
+  }
+
+  private static String call(String procedure, String table, String... namedValues) {
+    StringBuilder out = new StringBuilder("CALL spark_catalog.")
+        .append(LanceProcedures.NAMESPACE).append('.').append(procedure)
+        .append("(table => ").append(literal(table));
+    for (int i = 0; i < namedValues.length; i += 2) {
+      if (namedValues[i + 1] != null) {
+        out.append(", ").append(namedValues[i]).append(" => ").append(namedValues[i + 1]);
+      }
+    }
+    return out.append(')').toString();
+  }
+
+  /** {@code text} as a SQL string literal. */
+  private static String literal(String text) {
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'";
+  }
+
+  /**
+   * The statement's tokens: words, numbers, quoted strings (kept with their quotes), backquoted
+   * names (kept with their backquotes), dots; a trailing semicolon dropped. Null when it has
+   * anything else (a comment, an unclosed quote): not a statement of ours.
+   */
+  private static List<String> tokens(String sql) {
+    List<String> out = new ArrayList<>();
+    int i = 0;
+    int n = sql.length();
+    while (i < n) {
+      char ch = sql.charAt(i);
+      if (Character.isWhitespace(ch)) {
+        i++;
+      } else if (Character.isLetterOrDigit(ch) || ch == '_') {
+        int start = i;
+        while (i < n && (Character.isLetterOrDigit(sql.charAt(i)) || sql.charAt(i) == '_'
+            || (sql.charAt(i) == '.' && i + 1 < n && Character.isDigit(sql.charAt(i + 1))
+                && Character.isDigit(sql.charAt(start))))) {
+          i++;
+        }
+        out.add(sql.substring(start, i));
+      } else if (ch == '\'' || ch == '"' || ch == '`') {
+        int start = i++;
+        StringBuilder value = new StringBuilder().append(ch);
+        boolean closed = false;
+        while (i < n) {
+          char c = sql.charAt(i);
+          if (c == '\\' && ch != '`' && i + 1 < n) {
+            value.append(sql.charAt(i + 1));
+            i += 2;
+          } else if (c == ch) {
+            if (ch == '`' && i + 1 < n && sql.charAt(i + 1) == '`') {
+              value.append('`');
+              i += 2;
+            } else {
+              i++;
+              closed = true;
+              break;
+            }
+          } else {
+            value.append(c);
+            i++;
+          }
+        }
+        if (!closed) {
+          return null;
+        }
+        out.add(value.append(ch).toString());
+        if (start == i) {
+          return null;
+        }
+      } else if (ch == '.') {
+        out.add(".");
+        i++;
+      } else if (ch == ';' && sql.substring(i + 1).isBlank()) {
+        i = n;
+      } else {
+        return null;
+      }
+    }
+    return out;
+  }
+
+  private static final class Cursor {
+    private final List<String> tokens;
+    private int at;
+
+    Cursor(List<String> tokens) {
+      this.tokens = tokens;
+    }
+
+    boolean atEnd() {
+      return at == tokens.size();
+    }
+
+    boolean accept(String word) {
+      if (!atEnd() && tokens.get(at).equalsIgnoreCase(word)) {
+        at++;
+        return true;
+      }
+      return false;
+    }
+
+    /** A table: a quoted path ({@code lance.`path`} then) or a dotted name, as SQL text. */
+    String table() {
+      if (atEnd()) {
+        return null;
+      }
+      String first = tokens.get(at);
+      if (first.startsWith("'") || first.startsWith("\"")) {
+        at++;
+        String path = first.substring(1, first.length() - 1);
+        return PythonTableView.FORMAT + ".`" + path.replace("`", "``") + "`";
+      }
+      StringBuilder name = new StringBuilder();
+      while (!atEnd()) {
+        String part = tokens.get(at);
+        if (!(part.startsWith("`") || Character.isLetter(part.charAt(0)) || part.charAt(0) == '_')) {
+          return null;
+        }
+        name.append(part);
+        at++;
+        if (atEnd() || !tokens.get(at).equals(".")) {
+          break;
+        }
+        name.append('.');
+        at++;
+      }
+      return name.length() == 0 ? null : name.toString();
+    }
+
+    String integer() {
+      if (!atEnd() && tokens.get(at).chars().allMatch(Character::isDigit)) {
+        return tokens.get(at++);
+      }
+      return null;
+    }
+
+    String number() {
+      if (!atEnd() && tokens.get(at).matches("[0-9]+(\\.[0-9]+)?")) {
+        return tokens.get(at++);
+      }
+      return null;
+    }
+
+    String string() {
+      if (!atEnd() && (tokens.get(at).startsWith("'") || tokens.get(at).startsWith("\""))) {
+        String quoted = tokens.get(at++);
+        return quoted.substring(1, quoted.length() - 1);
+      }
+      return null;
+    }
+  }
+
+  private String own(String sql) {
+    String call = translate(sql);
+    return call == null ? sql : call;
+  }
+
+  @Override
+  public LogicalPlan parsePlan(String sqlText) throws ParseException {
+    return delegate.parsePlan(own(sqlText));
+  }
+
+  @Override
+  public LogicalPlan parsePlanWithParameters(String sqlText, ParameterContext context)
+      throws ParseException {
+    return delegate.parsePlanWithParameters(own(sqlText), context);
+  }
+
+  @Override
+  public LogicalPlan parseQuery(String sqlText) throws ParseException {
+    return delegate.parseQuery(sqlText);
+  }
+
+  @Override
+  public Expression parseExpression(String sqlText) throws ParseException {
+    return delegate.parseExpression(sqlText);
+  }
+
+  @Override
+  public TableIdentifier parseTableIdentifier(String sqlText) throws ParseException {
+    return delegate.parseTableIdentifier(sqlText);
+  }
+
+  @Override
+  public FunctionIdentifier parseFunctionIdentifier(String sqlText) throws ParseException {
+    return delegate.parseFunctionIdentifier(sqlText);
+  }
+
+  @Override
+  public Seq<String> parseMultipartIdentifier(String sqlText) throws ParseException {
+    return delegate.parseMultipartIdentifier(sqlText);
+  }
+
+  @Override
+  public TemporalIdentifier parseTemporalTableIdentifier(String sqlText) throws ParseException {
+    return delegate.parseTemporalTableIdentifier(sqlText);
+  }
+
+  @Override
+  public StructType parseRoutineParam(String sqlText) throws ParseException {
+    return delegate.parseRoutineParam(sqlText);
+  }
+
+  @Override
+  public SqlStatementSplitResult splitStatements(String sqlText) {
+    return delegate.splitStatements(sqlText);
+  }
+
+  @Override
+  public StructType parseTableSchema(String sqlText) throws ParseException {
+    return delegate.parseTableSchema(sqlText);
+  }
+
+  @Override
+  public DataType parseDataType(String sqlText) throws ParseException {
+    return delegate.parseDataType(sqlText);
+  }
+}

@@ -1,0 +1,50 @@
+"""The companion's SQL parser (``LanceSqlParser``): which Delta statements become which calls
+of the session catalog's procedures. The statements themselves run in every client in
+tests/sql and tests/spark/test_sql_commands.py; here the translation, through Py4J."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.spark]
+
+CALL = "CALL spark_catalog.system."
+
+
+@pytest.mark.parametrize(
+    ("statement", "call"),
+    [
+        ("DESCRIBE HISTORY pets", "history(table => 'pets')"),
+        ("desc history db.pets limit 3;", "history(table => 'db.pets', limit => 3)"),
+        ("DESCRIBE HISTORY pets.branch_exp", "history(table => 'pets.branch_exp')"),
+        ("DESCRIBE HISTORY `my pets`", "history(table => '`my pets`')"),
+        ("DESCRIBE HISTORY '/d/it''s.lance'", None),  # '' is not Spark's escape: not ours
+        ("DESCRIBE HISTORY '/d/it\\'s.lance'", "history(table => 'lance.`/d/it\\'s.lance`')"),
+        ("DESCRIBE HISTORY lance.`/d/p.lance`", "history(table => 'lance.`/d/p.lance`')"),
+        ("RESTORE TABLE pets TO VERSION AS OF 3", "restore(table => 'pets', version => 3)"),
+        ("RESTORE pets VERSION AS OF 'train-v1'", "restore(table => 'pets', tag => 'train-v1')"),
+        (
+            "RESTORE pets TO TIMESTAMP AS OF '2026-01-01 00:00:00'",
+            "restore(table => 'pets', timestamp => '2026-01-01 00:00:00')",
+        ),
+        ("VACUUM pets", "vacuum(table => 'pets')"),
+        (
+            "VACUUM 's3://b/p.lance' RETAIN 0.5 HOURS DRY RUN",
+            "vacuum(table => 'lance.`s3://b/p.lance`', retain_hours => 0.5, dry_run => true)",
+        ),
+        ("VACUUM pets RETAIN 5", None),
+        ("VACUUM pets RETAIN x HOURS", None),
+        ("RESTORE TABLE pets TO VERSION 3", None),
+        ("DESCRIBE HISTORY pets LIMIT", None),
+        ("DESCRIBE TABLE pets", None),
+        ("SELECT 1", None),
+        ("VACUUM pets -- a comment", None),
+        ("", None),
+    ],
+)
+def test_translation(classic_spark: Any, statement: str, call: str | None) -> None:
+    parser = classic_spark._jvm.lance_spark.companion.LanceSqlParser
+    found = parser.translate(statement)
+    assert found == (None if call is None else CALL + call)
