@@ -1,12 +1,13 @@
 """SQL statements for maintenance of Lance tables, the way Delta's SQL extension spells them,
 plus ``ALTER TABLE ... ADD COLUMNS`` and CTAS, in the sessions ``register`` wrapped. (Time
 travel, ``lance.`path``` and ``t.branch_b`` in queries are Spark's own, through the
-companion's session catalog; ``DESCRIBE HISTORY``, ``RESTORE`` and ``VACUUM`` are the
-companion's statements in every client, see :mod:`lance_spark.sql.front`.)
+companion's session catalog; ``DESCRIBE HISTORY``, ``RESTORE``, ``VACUUM``, ``DESCRIBE
+DETAIL``, tags and branches are the companion's statements in every client, see
+:mod:`lance_spark.sql.front`.)
 
 Statements Spark's grammar knows (ALTER TABLE ADD COLUMNS, CTAS) are parsed with sqlglot's
-Spark dialect. The Delta-style commands Spark does not know (OPTIMIZE, tags, branches, CREATE
-INDEX) are parsed by a small recursive-descent parser over sqlglot's Spark tokens. Each runs through
+Spark dialect. The Delta-style commands Spark does not know (OPTIMIZE, CREATE INDEX) are
+parsed by a small recursive-descent parser over sqlglot's Spark tokens. Each runs through
 :class:`~lance_spark.table.LanceTable`; a statement whose table is not a Lance table is left
 to Spark (its result and errors are Spark's).
 """
@@ -38,7 +39,6 @@ from lance_spark.sql.targets import (
 )
 from lance_spark.table import LanceTable
 from lance_spark.table import catalog as _catalog
-from lance_spark.table import detail as _detail
 from lance_spark.table import schema as _schema
 from lance_spark.table import writes as _writes
 
@@ -158,13 +158,6 @@ _LITERALS = {TokenType.STRING, TokenType.NUMBER}
 
 _GRAMMAR = {
     "OPTIMIZE": "OPTIMIZE table",
-    "CREATE TAG": "ALTER TABLE table CREATE TAG name [AS OF VERSION n]",
-    "DROP TAG": "ALTER TABLE table DROP TAG name",
-    "CREATE BRANCH": (
-        "ALTER TABLE table CREATE BRANCH [IF NOT EXISTS] name [AS OF VERSION {n | 'tag'}]"
-    ),
-    "DROP BRANCH": "ALTER TABLE table DROP BRANCH [IF EXISTS] name",
-    "SHOW BRANCHES": "SHOW BRANCHES {IN | FROM} {table | 'path'}",
     "CREATE INDEX": (
         "CREATE INDEX name ON table (column) [USING type] [WITH (key = value, ...)], "
         "a value being a number, a quoted string, true or false"
@@ -176,7 +169,6 @@ _GRAMMAR = {
     "UNSET TBLPROPERTIES": "ALTER TABLE table UNSET TBLPROPERTIES [IF EXISTS] ('key', ...)",
     "SHOW TBLPROPERTIES": "SHOW TBLPROPERTIES table [('key')]",
     "REFRESH TABLE": "REFRESH TABLE table",
-    "DESCRIBE DETAIL": "DESCRIBE DETAIL table",
     "DESCRIBE EXTENDED": "DESCRIBE [TABLE] {EXTENDED | FORMATTED} table",
 }
 # ALTER TABLE forms that would make the catalog and the Lance table disagree and that Lance
@@ -228,27 +220,11 @@ def parse_command(text: str) -> Command | None:
         index_name = cursor.name_or_none()
         if index_name is None or not cursor.accept("ON"):
             return None
-    token = cursor.peek()
-    table: exp.Table | None
-    by_path = kind in ("DESCRIBE DETAIL", "SHOW BRANCHES")
-    if by_path and token is not None and token.token_type == TokenType.STRING:
-        # Delta's DESCRIBE DETAIL '/path': the same as lance.`/path`
-        cursor.pos += 1
-        table = exp.Table(this=exp.to_identifier(str(token.text), quoted=True), db="lance")
-    else:
-        table = cursor.table()
+    table = cursor.table()
     if table is None:
         return None
     if kind == "ALTER TABLE":
-        if cursor.accept("CREATE", "TAG"):
-            kind = "CREATE TAG"
-        elif cursor.accept("DROP", "TAG"):
-            kind = "DROP TAG"
-        elif cursor.accept("CREATE", "BRANCH"):
-            kind = "CREATE BRANCH"
-        elif cursor.accept("DROP", "BRANCH"):
-            kind = "DROP BRANCH"
-        elif cursor.accept("ADD", "COLUMNS") or cursor.accept("ADD", "COLUMN"):
+        if cursor.accept("ADD", "COLUMNS") or cursor.accept("ADD", "COLUMN"):
             return Command("ADD COLUMNS", table)
         elif cursor.accept("RENAME", "COLUMN"):
             kind = "RENAME COLUMN"
@@ -277,8 +253,6 @@ def parse_command(text: str) -> Command | None:
 
 
 def _command_kind(cursor: _Cursor) -> str | None:
-    if cursor.accept("DESCRIBE", "DETAIL"):
-        return "DESCRIBE DETAIL"
     for words in (("DESCRIBE", "TABLE"), ("DESCRIBE",), ("DESC", "TABLE"), ("DESC",)):
         if cursor.accept(*words, "EXTENDED") or cursor.accept(*words, "FORMATTED"):
             return "DESCRIBE EXTENDED"
@@ -288,8 +262,6 @@ def _command_kind(cursor: _Cursor) -> str | None:
         return "ALTER TABLE"
     if cursor.accept("SHOW", "TBLPROPERTIES"):
         return "SHOW TBLPROPERTIES"
-    if cursor.accept("SHOW", "BRANCHES"):
-        return "SHOW BRANCHES" if cursor.accept("IN") or cursor.accept("FROM") else None
     if cursor.accept("REFRESH", "TABLE"):
         return "REFRESH TABLE"
     if cursor.accept("CREATE", "INDEX"):
@@ -299,55 +271,6 @@ def _command_kind(cursor: _Cursor) -> str | None:
 
 def _optimize(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     cursor.end("OPTIMIZE")
-    return ()
-
-
-def _create_tag(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    name = cursor.name("CREATE TAG", "a tag name")
-    version = None
-    if cursor.accept("AS", "OF", "VERSION"):
-        version = int(cursor.number("CREATE TAG", "a version"))
-    cursor.end("CREATE TAG")
-    return (("tag", name), ("version", version))
-
-
-def _drop_tag(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    name = cursor.name("DROP TAG", "a tag name")
-    cursor.end("DROP TAG")
-    return (("tag", name),)
-
-
-def _branch_name(cursor: _Cursor, statement: str) -> str:
-    token = cursor.peek()
-    if token is not None and token.token_type == TokenType.STRING:
-        return cursor.string(statement, "a branch name")
-    return cursor.name(statement, "a branch name")
-
-
-def _create_branch(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    statement = "CREATE BRANCH"
-    if_not_exists = cursor.accept("IF", "NOT", "EXISTS")
-    name = _branch_name(cursor, statement)
-    version: int | str | None = None
-    if cursor.accept("AS", "OF", "VERSION"):
-        token = cursor.peek()
-        if token is not None and token.token_type == TokenType.STRING:
-            version = cursor.string(statement, "a tag")
-        else:
-            version = int(cursor.number(statement, "a version"))
-    cursor.end(statement)
-    return (("branch", name), ("version", version), ("if_not_exists", if_not_exists))
-
-
-def _drop_branch(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    if_exists = cursor.accept("IF", "EXISTS")
-    name = _branch_name(cursor, "DROP BRANCH")
-    cursor.end("DROP BRANCH")
-    return (("branch", name), ("if_exists", if_exists))
-
-
-def _show_branches(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    cursor.end("SHOW BRANCHES")
     return ()
 
 
@@ -485,11 +408,6 @@ def _show_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     return (("key", key),)
 
 
-def _describe_detail(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    cursor.end("DESCRIBE DETAIL")
-    return ()
-
-
 def _describe_extended(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     if cursor.peek() is not None:  # a column or a partition spec: Spark's own statement
         raise SqlSyntaxError("DESCRIBE EXTENDED of a column is Spark's")
@@ -503,7 +421,6 @@ def _refresh(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
 
 _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
     "REFRESH TABLE": _refresh,
-    "DESCRIBE DETAIL": _describe_detail,
     "DESCRIBE EXTENDED": _describe_extended,
     "SHOW TBLPROPERTIES": _show_properties,
     "RENAME COLUMN": _rename_column,
@@ -512,11 +429,6 @@ _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
     "SET TBLPROPERTIES": _set_properties,
     "UNSET TBLPROPERTIES": _unset_properties,
     "OPTIMIZE": _optimize,
-    "CREATE TAG": _create_tag,
-    "DROP TAG": _drop_tag,
-    "CREATE BRANCH": _create_branch,
-    "DROP BRANCH": _drop_branch,
-    "SHOW BRANCHES": _show_branches,
     "CREATE INDEX": _create_index,
 }
 
@@ -540,9 +452,6 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     if kind == "DESCRIBE EXTENDED":
         name = table_name(command.table) if path_of(command.table) is None else None
         return _describe_extended_rows(spark, run, text, table, name=name)
-    if kind == "DESCRIBE DETAIL":
-        by_name = path_of(command.table) is None
-        return _detail.detail(table._context, name=table_name(command.table) if by_name else None)
     if kind == "REFRESH TABLE":
         # The catalog entry re-created from the Lance table (its columns may have changed
         # outside SQL), then Spark's own REFRESH (cached data).
@@ -558,21 +467,7 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
                 (key, f"Table {command.table.sql(dialect='spark')} does not have property: {key}")
             ]
         return spark.createDataFrame(rows, "key string, value string")
-    if kind == "SHOW BRANCHES":
-        return table.listBranches()
-    if kind == "CREATE TAG":
-        table.createTag(command.arg("tag"), command.arg("version"))
-    elif kind == "DROP TAG":
-        table.deleteTag(command.arg("tag"))
-    elif kind == "CREATE BRANCH":
-        table.createBranch(
-            command.arg("branch"),
-            command.arg("version"),
-            ifNotExists=command.arg("if_not_exists"),
-        )
-    elif kind == "DROP BRANCH":
-        table.deleteBranch(command.arg("branch"), ifExists=command.arg("if_exists"))
-    elif kind == "CREATE INDEX":
+    if kind == "CREATE INDEX":
         params = command.arg("params")
         table.createIndex(
             command.arg("column"), command.arg("type"), name=command.arg("name"), **params

@@ -92,6 +92,11 @@ def delete_branch(table: TableContext, name: str, *, if_exists: bool) -> bool:
 def list_branches(table: TableContext) -> DataFrame:
     """Every branch, ``main`` first then by name: its latest version, the branch and version
     it was created from, and when."""
+    return table.spark.createDataFrame(branch_rows(table), BRANCHES_SCHEMA)
+
+
+def branch_rows(table: TableContext) -> list[tuple[Any, ...]]:
+    """The rows of :func:`list_branches` (``BRANCHES_SCHEMA``); needs no Spark session."""
     root = open_latest(table.root, storage=table.storage)
     rows: list[tuple[Any, ...]] = [(MAIN_BRANCH, int(root.version), None, None, None)]
     for name, info in sorted(root.branches.list().items()):
@@ -105,7 +110,7 @@ def list_branches(table: TableContext) -> DataFrame:
                 _created(info.get("create_at")),
             )
         )
-    return table.spark.createDataFrame(rows, BRANCHES_SCHEMA)
+    return rows
 
 
 def _created(seconds: object) -> datetime | None:

@@ -62,6 +62,11 @@ DETAIL_SCHEMA = StructType(
 
 def detail(table: TableContext, *, name: str | None = None) -> DataFrame:
     """See :meth:`LanceTable.detail`."""
+    return table.spark.createDataFrame([detail_row(table, name=name)], DETAIL_SCHEMA)
+
+
+def detail_row(table: TableContext, *, name: str | None = None) -> tuple[Any, ...]:
+    """The row of :func:`detail` (``DETAIL_SCHEMA``); needs no Spark session."""
     ds = table.open()
     fragments = ds.get_fragments()
     data_files = [f for fragment in fragments for f in fragment.data_files()]
@@ -71,7 +76,7 @@ def detail(table: TableContext, *, name: str | None = None) -> DataFrame:
     log = dataset.VersionLog(ds, uri=table.uri)  # two manifests read, not every one
     numbers = log.numbers()
     tags: dict[str, Any] = ds.tags.list()
-    row: tuple[Any, ...] = (
+    return (
         FORMAT,
         None,
         name,
@@ -96,4 +101,3 @@ def detail(table: TableContext, *, name: str | None = None) -> DataFrame:
         bool(ds.has_stable_row_ids),
         properties(ds),
     )
-    return table.spark.createDataFrame([row], DETAIL_SCHEMA)

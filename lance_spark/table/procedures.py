@@ -1,6 +1,7 @@
 """Lance's procedures in Spark: what the companion's session catalog runs for
 ``CALL spark_catalog.system.<name>(table => ..., ...)`` and for the Delta statements its SQL
-parser turns into such calls (``DESCRIBE HISTORY``, ``RESTORE``, ``VACUUM``), from every client.
+parser turns into such calls (``DESCRIBE HISTORY``, ``RESTORE``, ``VACUUM``, ``DESCRIBE
+DETAIL``, tags, branches), from every client.
 
 The JVM companion plans the call and hands it here through its planner call (a driver-side
 Python worker, :mod:`lance_spark.source.scan_planner`): the Lance table as the catalog serves
@@ -29,7 +30,7 @@ from lance_spark.source.options import (
     VERSION_AS_OF,
     parse_read_options,
 )
-from lance_spark.table import history, maintenance
+from lance_spark.table import branches, detail, history, maintenance
 from lance_spark.table.context import TableContext
 
 Rows = list[tuple[Any, ...]]
@@ -62,10 +63,51 @@ def _vacuum(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, R
     return maintenance.VACUUM_SCHEMA, [row]
 
 
+def _detail(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    return detail.DETAIL_SCHEMA, [detail.detail_row(table, name=args.get("name"))]
+
+
+def _create_tag(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    version = args.get("version")
+    history.create_tag(table, str(args["tag"]), None if version is None else int(version))
+    return NO_ROWS
+
+
+def _drop_tag(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    history.delete_tag(table, str(args["tag"]))
+    return NO_ROWS
+
+
+def _create_branch(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    version = args.get("version")
+    source: int | str | None = args.get("tag") if version is None else int(version)
+    branches.create_branch(
+        table, str(args["branch"]), source, if_not_exists=bool(args.get("if_not_exists"))
+    )
+    return NO_ROWS
+
+
+def _drop_branch(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    branches.delete_branch(table, str(args["branch"]), if_exists=bool(args.get("if_exists")))
+    return NO_ROWS
+
+
+def _branches(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    return branches.BRANCHES_SCHEMA, branches.branch_rows(table)
+
+
+NO_ROWS: tuple[StructType, Rows] = (StructType([]), [])
+
 PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructType, Rows]]] = {
     "history": _history,
     "restore": _restore,
     "vacuum": _vacuum,
+    "detail": _detail,
+    "create_tag": _create_tag,
+    "drop_tag": _drop_tag,
+    "create_branch": _create_branch,
+    "drop_branch": _drop_branch,
+    "branches": _branches,
 }
 
 
@@ -96,6 +138,8 @@ def run(source: LanceDataSource, call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _arrow_ipc(schema: StructType, rows: Rows) -> str:
+    if not schema.fields:
+        return ""  # a procedure with no result
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema.fields)
     arrays = [

@@ -12,7 +12,7 @@ import pytest
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 
-from lance_spark import BranchNotFoundError, InvalidOptionError, LanceTable, SqlSyntaxError
+from lance_spark import InvalidOptionError, LanceTable, SqlSyntaxError
 
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
@@ -261,11 +261,11 @@ def test_branches(spark: SparkSession, pets: str) -> None:
 
     with pytest.raises(Exception, match=r"'nope' does not exist.*main, exp, head-1"):
         spark.sql("SELECT * FROM pets.branch_nope")  # the session catalog asks Lance
-    with pytest.raises(InvalidOptionError, match="'exp' already exists"):
+    with pytest.raises(Exception, match="'exp' already exists"):  # Lance's message
         spark.sql("ALTER TABLE pets CREATE BRANCH exp")
     spark.sql("ALTER TABLE pets DROP BRANCH exp")
     spark.sql(f"ALTER TABLE lance.`{pets}` DROP BRANCH IF EXISTS exp")  # absent: no-op
-    with pytest.raises(BranchNotFoundError, match=r"'exp' does not exist.*branches: main, head-1"):
+    with pytest.raises(Exception, match=r"'exp' does not exist.*branches: main, head-1"):
         spark.sql("ALTER TABLE pets DROP BRANCH exp")
     assert sorted(lance.dataset(pets).branches.list()) == ["head-1"]
 
@@ -436,7 +436,6 @@ def test_create_table_as_select_of_an_old_version(
     ("statement", "where"),
     [
         ("OPTIMIZE pets now", "unexpected input at 'now'"),
-        ("ALTER TABLE pets CREATE TAG", "expected a tag name"),
         ("CREATE INDEX i ON pets id", "expected ("),
     ],
 )
@@ -458,6 +457,8 @@ def test_malformed_statements_say_what_and_where(
         "VACUUM pets RETAIN 5",
         "RESTORE TABLE pets TO VERSION 3",
         "DESCRIBE HISTORY pets LIMIT",
+        "ALTER TABLE pets CREATE TAG",
+        "ALTER TABLE pets CREATE BRANCH b AS OF VERSION x",
     ],
 )
 def test_malformed_companion_statements_are_spark_parse_errors(

@@ -188,6 +188,11 @@ def test_history_restore_vacuum_through_every_client(sql_client: SqlClient, tmp_
         f"VACUUM {name} RETAIN 0 HOURS DRY RUN",
         f"VACUUM '{path}' RETAIN 0 HOURS",
         f"CALL spark_catalog.system.history(table => '{name}')",
+        f"ALTER TABLE {name} CREATE TAG `train-v1`",
+        f"ALTER TABLE {name} CREATE BRANCH exp AS OF VERSION 'train-v1'",
+        f"SHOW BRANCHES IN {name}",
+        f"DESC DETAIL {name}",
+        f"ALTER TABLE {name} DROP BRANCH exp",
     ]
     try:
         results = sql_client.sql_script(statements)
@@ -208,3 +213,9 @@ def test_history_restore_vacuum_through_every_client(sql_client: SqlClient, tmp_
     assert done[1] == "2" and done[6] == "false"
     assert [v["version"] for v in lance.dataset(str(path)).versions()] == [3]
     assert [r[0] for r in rows_as_text(results[8])] == ["3"]
+    # Tags, branches and DESCRIBE DETAIL (pylance: the tag, the branch while it lived).
+    assert lance.dataset(str(path)).tags.list()["train-v1"]["version"] == 3
+    assert [(r[0], r[1]) for r in rows_as_text(results[11])] == [("main", "3"), ("exp", "3")]
+    detail = rows_as_text(results[12])
+    assert len(detail) == 1 and detail[0][0] == "lance" and detail[0][2] == name
+    assert lance.dataset(str(path)).branches.list() == {}

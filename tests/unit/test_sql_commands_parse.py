@@ -24,52 +24,6 @@ def _args(text: str) -> tuple[str, str, dict[str, object]]:
     ("text", "kind", "table", "args"),
     [
         ("OPTIMIZE pets", "OPTIMIZE", "pets", {}),
-        (
-            "ALTER TABLE pets CREATE TAG `train-v1`",
-            "CREATE TAG",
-            "pets",
-            {"tag": "train-v1", "version": None},
-        ),
-        (
-            "ALTER TABLE pets CREATE TAG v1 AS OF VERSION 2",
-            "CREATE TAG",
-            "pets",
-            {"tag": "v1", "version": 2},
-        ),
-        ("ALTER TABLE pets DROP TAG `train-v1`", "DROP TAG", "pets", {"tag": "train-v1"}),
-        (
-            "ALTER TABLE pets CREATE BRANCH exp",
-            "CREATE BRANCH",
-            "pets",
-            {"branch": "exp", "version": None, "if_not_exists": False},
-        ),
-        (
-            "alter table db.pets create branch if not exists `exp-1` as of version 2;",
-            "CREATE BRANCH",
-            "db.pets",
-            {"branch": "exp-1", "version": 2, "if_not_exists": True},
-        ),
-        (
-            "ALTER TABLE pets CREATE BRANCH 'exp' AS OF VERSION 'train-v1'",
-            "CREATE BRANCH",
-            "pets",
-            {"branch": "exp", "version": "train-v1", "if_not_exists": False},
-        ),
-        (
-            "ALTER TABLE pets DROP BRANCH exp",
-            "DROP BRANCH",
-            "pets",
-            {"branch": "exp", "if_exists": False},
-        ),
-        (
-            "ALTER TABLE pets DROP BRANCH IF EXISTS `exp-1`",
-            "DROP BRANCH",
-            "pets",
-            {"branch": "exp-1", "if_exists": True},
-        ),
-        ("SHOW BRANCHES IN pets", "SHOW BRANCHES", "pets", {}),
-        ("show branches from db.pets", "SHOW BRANCHES", "db.pets", {}),
-        ("SHOW BRANCHES IN '/data/pets.lance'", "SHOW BRANCHES", "lance.`/data/pets.lance`", {}),
         ("ALTER TABLE pets ADD COLUMNS (note STRING)", "ADD COLUMNS", "pets", {}),
         (
             "CREATE INDEX idx_id ON pets (id) USING BTREE",
@@ -149,14 +103,6 @@ def test_path_identifiers() -> None:
     ("text", "message"),
     [
         ("OPTIMIZE pets now", "unexpected input at 'now'"),
-        ("ALTER TABLE pets CREATE TAG", "expected a tag name at the end"),
-        ("ALTER TABLE pets CREATE BRANCH", "expected a branch name at the end"),
-        (
-            "ALTER TABLE pets CREATE BRANCH b AS OF VERSION x",
-            "expected a version (a number) at 'x'",
-        ),
-        ("ALTER TABLE pets DROP BRANCH a b", "unexpected input at 'b'"),
-        ("SHOW BRANCHES IN pets LIMIT 2", "unexpected input at 'LIMIT'"),
         ("CREATE INDEX i ON pets id", "expected ( at 'id'"),
         ("CREATE INDEX i ON pets (id) WITH (k 1)", "expected = at '1'"),
         (
@@ -201,11 +147,6 @@ def test_never_crashes_on_arbitrary_text(text: str) -> None:
     command = parse_command(text)
     assert command is None or command.kind in {
         "OPTIMIZE",
-        "CREATE TAG",
-        "DROP TAG",
-        "CREATE BRANCH",
-        "DROP BRANCH",
-        "SHOW BRANCHES",
         "ADD COLUMNS",
         "CREATE INDEX",
     }

@@ -39,8 +39,10 @@ import scala.Option;
 
 /**
  * Lance's procedures in {@link LanceSessionCatalog}: {@code CALL spark_catalog.system.history |
- * restore | vacuum (table => '<name or lance.`path`>', ...)}, which {@link LanceSqlParser} also
- * makes of Delta's {@code DESCRIBE HISTORY}, {@code RESTORE} and {@code VACUUM}. A call runs
+ * restore | vacuum | detail | create_tag | drop_tag | create_branch | drop_branch | branches
+ * (table => '<name or lance.`path`>', ...)}, which {@link LanceSqlParser} also makes of Delta's
+ * {@code DESCRIBE HISTORY}, {@code RESTORE}, {@code VACUUM}, {@code DESCRIBE DETAIL} and of the
+ * tag and branch statements. A call runs
  * when Spark analyses it (a command: once per statement, in every client).
  *
  * <p>Spark interfaces: {@code UnboundProcedure}, {@code BoundProcedure} (public, Spark 4), a
@@ -80,6 +82,24 @@ final class LanceProcedures {
       required("table", DataTypes.StringType),
       optional("retain_hours", DataTypes.DoubleType, "NULL"),
       optional("dry_run", DataTypes.BooleanType, "false")});
+    PARAMETERS.put("detail", new ProcedureParameter[] {required("table", DataTypes.StringType)});
+    PARAMETERS.put("create_tag", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      required("tag", DataTypes.StringType),
+      optional("version", DataTypes.LongType, "NULL")});
+    PARAMETERS.put("drop_tag", new ProcedureParameter[] {
+      required("table", DataTypes.StringType), required("tag", DataTypes.StringType)});
+    PARAMETERS.put("create_branch", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      required("branch", DataTypes.StringType),
+      optional("version", DataTypes.LongType, "NULL"),
+      optional("tag", DataTypes.StringType, "NULL"),
+      optional("if_not_exists", DataTypes.BooleanType, "false")});
+    PARAMETERS.put("drop_branch", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      required("branch", DataTypes.StringType),
+      optional("if_exists", DataTypes.BooleanType, "false")});
+    PARAMETERS.put("branches", new ProcedureParameter[] {required("table", DataTypes.StringType)});
   }
 
   static Identifier[] list() {
@@ -138,8 +158,14 @@ final class LanceProcedures {
           args.put(key, input.getUTF8String(i).toString());
         }
       }
+      if (!table.toLowerCase(java.util.Locale.ROOT).startsWith(PythonTableView.FORMAT + ".`")) {
+        args.put("name", table);  // a catalog name (DESCRIBE DETAIL shows it), not a path
+      }
       Map<String, String> options = catalog.procedureTarget(table, name);
       JsonNode reply = run(options, name, args);
+      if (reply.get("arrow").asText().isEmpty()) {
+        return java.util.Collections.emptyIterator();  // a procedure without a result
+      }
       return List.<Scan>of(result(reply)).iterator();
     }
   }

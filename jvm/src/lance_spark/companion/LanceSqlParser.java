@@ -21,7 +21,11 @@ import scala.collection.immutable.Seq;
 /**
  * Lance's statements in Spark's SQL, the way Delta's SQL extension spells them, for every
  * client: {@code DESCRIBE|DESC HISTORY t [LIMIT n]}, {@code RESTORE [TABLE] t [TO] VERSION AS OF
- * n | 'tag' | TIMESTAMP AS OF 'ts'} and {@code VACUUM t [RETAIN n HOURS] [DRY RUN]}, where
+ * n | 'tag' | TIMESTAMP AS OF 'ts'}, {@code VACUUM t [RETAIN n HOURS] [DRY RUN]},
+ * {@code DESCRIBE|DESC DETAIL t}, {@code ALTER TABLE t CREATE TAG name [AS OF VERSION n]},
+ * {@code ALTER TABLE t DROP TAG name}, {@code ALTER TABLE t CREATE BRANCH [IF NOT EXISTS] name
+ * [AS OF VERSION n | 'tag']}, {@code ALTER TABLE t DROP BRANCH [IF EXISTS] name} and
+ * {@code SHOW BRANCHES {IN | FROM} t}, where
  * {@code t} is a table name ({@code t.branch_b} too), {@code lance.`/path`} or a quoted path.
  * Each becomes the call of the session catalog's procedure ({@link LanceProcedures}):
  * {@code CALL spark_catalog.system.history(table => 't', limit => n)}, which Spark's own parser
@@ -47,6 +51,10 @@ public final class LanceSqlParser implements ParserInterface {
     }
     Cursor c = new Cursor(tokens);
     if (c.accept("DESCRIBE") || c.accept("DESC")) {
+      if (c.accept("DETAIL")) {
+        String table = c.table();
+        return table == null || !c.atEnd() ? null : call("detail", table);
+      }
       if (!c.accept("HISTORY")) {
         return null;
       }
@@ -83,6 +91,16 @@ public final class LanceSqlParser implements ParserInterface {
       }
       return null;
     }
+    if (c.accept("SHOW")) {
+      if (!c.accept("BRANCHES") || !(c.accept("IN") || c.accept("FROM"))) {
+        return null;
+      }
+      String table = c.table();
+      return table == null || !c.atEnd() ? null : call("branches", table);
+    }
+    if (c.accept("ALTER")) {
+      return c.accept("TABLE") ? alterTable(c) : null;
+    }
     if (c.accept("VACUUM")) {
       String table = c.table();
       if (table == null) {
@@ -100,6 +118,72 @@ public final class LanceSqlParser implements ParserInterface {
           dryRun ? "true" : null) : null;
     }
     return null;
+  }
+
+  /** ALTER TABLE t {CREATE | DROP} {TAG | BRANCH} ...; null for Spark's own ALTER TABLE. */
+  private static String alterTable(Cursor c) {
+    String table = c.table();
+    if (table == null) {
+      return null;
+    }
+    boolean create = c.accept("CREATE");
+    if (!create && !c.accept("DROP")) {
+      return null;
+    }
+    if (c.accept("TAG")) {
+      String tag = c.name();
+      if (tag == null) {
+        return null;
+      }
+      if (!create) {
+        return c.atEnd() ? call("drop_tag", table, "tag", literal(tag)) : null;
+      }
+      String version = null;
+      if (c.accept("AS")) {
+        if (!(c.accept("OF") && c.accept("VERSION"))) {
+          return null;
+        }
+        version = c.integer();
+        if (version == null) {
+          return null;
+        }
+      }
+      return c.atEnd() ? call("create_tag", table, "tag", literal(tag), "version", version) : null;
+    }
+    if (!c.accept("BRANCH")) {
+      return null;
+    }
+    boolean guarded = create
+        ? c.accept("IF") && c.accept("NOT") && c.accept("EXISTS")
+        : c.accept("IF") && c.accept("EXISTS");
+    String branch = c.name();
+    if (branch == null) {
+      return null;
+    }
+    if (!create) {
+      return c.atEnd()
+          ? call("drop_branch", table, "branch", literal(branch), "if_exists",
+              guarded ? "true" : null)
+          : null;
+    }
+    String version = null;
+    String tag = null;
+    if (c.accept("AS")) {
+      if (!(c.accept("OF") && c.accept("VERSION"))) {
+        return null;
+      }
+      version = c.integer();
+      if (version == null) {
+        tag = c.string();
+        if (tag == null) {
+          return null;
+        }
+      }
+    }
+    return c.atEnd()
+        ? call("create_branch", table, "branch", literal(branch), "version", version, "tag",
+            tag == null ? null : literal(tag), "if_not_exists", guarded ? "true" : null)
+        : null;
   }
 
   private static String call(String procedure, String table, String... namedValues) {
@@ -228,6 +312,23 @@ public final class LanceSqlParser implements ParserInterface {
         at++;
       }
       return name.length() == 0 ? null : name.toString();
+    }
+
+    /** A name: a word, or a backquoted or quoted name (without its quotes). */
+    String name() {
+      if (atEnd()) {
+        return null;
+      }
+      String token = tokens.get(at);
+      if (token.startsWith("`") || token.startsWith("'") || token.startsWith("\"")) {
+        at++;
+        return token.substring(1, token.length() - 1);
+      }
+      if (Character.isLetterOrDigit(token.charAt(0)) || token.charAt(0) == '_') {
+        at++;
+        return token;
+      }
+      return null;
     }
 
     String integer() {
