@@ -274,6 +274,14 @@ def _with_location(text: str, location: str) -> str:
     raise InvalidOptionError(f"no USING {FORMAT_NAME} in {text!r}")
 
 
+def _other_catalog(spark: SparkSession, name: str) -> bool:
+    """True when ``name`` is a catalog of its own (``spark.sql.catalog.<name>``), not the
+    session catalog."""
+    if name.lower() == "spark_catalog":
+        return False
+    return bool(spark.conf.get(f"spark.sql.catalog.{name}", None))
+
+
 def _drop_table(
     spark: SparkSession, run: Callable[..., DataFrame], text: str, tree: exp.Drop
 ) -> DataFrame | None:
@@ -283,6 +291,9 @@ def _drop_table(
     tables = tree.args.get("tables") or []
     if len(tables) != 1 or not isinstance(tables[0], exp.Table):
         return None
+    first = tables[0].parts[0].name
+    if len(tables[0].parts) > 1 and _other_catalog(spark, first):
+        return None  # another catalog's table (the folder catalog drops its own): Spark's
     target = _writes.catalog_table(spark, tables[0].sql(dialect="spark"))
     if target is None or target.uri is None:
         return None  # not a Lance table; or none: Spark's error, or nothing with IF EXISTS

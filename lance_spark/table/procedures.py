@@ -30,7 +30,7 @@ from lance_spark.source.options import (
     VERSION_AS_OF,
     parse_read_options,
 )
-from lance_spark.table import branches, detail, history, maintenance
+from lance_spark.table import branches, detail, folder_catalog, history, maintenance
 from lance_spark.table.context import TableContext
 
 Rows = list[tuple[Any, ...]]
@@ -97,6 +97,7 @@ def _branches(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType,
 
 
 NO_ROWS: tuple[StructType, Rows] = (StructType([]), [])
+CATALOG_PREFIX = "catalog."
 
 PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructType, Rows]]] = {
     "history": _history,
@@ -115,6 +116,15 @@ def run(source: LanceDataSource, call: Mapping[str, Any]) -> dict[str, Any]:
     """Run the procedure ``call`` (``{"name", "args", "app_id"}``) on the table ``source``
     reads; the JSON reply: the result's Spark schema and its rows as base64 Arrow IPC."""
     name = str(call.get("name"))
+    if name.startswith(CATALOG_PREFIX):  # the folder catalog's operations: JSON in and out
+        operation = folder_catalog.OPERATIONS.get(name[len(CATALOG_PREFIX) :])
+        if operation is None:
+            raise InvalidOptionError(f"unknown folder catalog operation {name!r}")
+        opts = parse_read_options(dict(source.options), session_storage=source.defaults.storage)
+        root = _normalise_uri(opts.uri or "")
+        return operation(
+            root, opts.storage, {**(call.get("args") or {}), "app_id": call.get("app_id")}
+        )
     procedure = PROCEDURES.get(name)
     if procedure is None:
         raise InvalidOptionError(

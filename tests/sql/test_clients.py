@@ -219,3 +219,53 @@ def test_history_restore_vacuum_through_every_client(sql_client: SqlClient, tmp_
     detail = rows_as_text(results[12])
     assert len(detail) == 1 and detail[0][0] == "lance" and detail[0][2] == name
     assert lance.dataset(str(path)).branches.list() == {}
+
+
+def _table_names(rows: list[tuple[object, ...]]) -> list[str]:
+    """The names in SHOW TABLES rows, sorted: (namespace, tableName, isTemporary), or the name
+    alone as the spark-sql CLI prints it (Hive's format)."""
+    return sorted(str(r[1] if len(r) == 3 else r[0]) for r in rows_as_text(rows))
+
+
+@pytest.mark.spark
+def test_a_folder_of_lance_tables_as_a_catalog(sql_client: SqlClient, tmp_path: Path) -> None:
+    """``LanceFolderCatalog`` over a folder in LanceDB's layout (``<root>/<name>.lance``), no
+    metastore, in every client: a table written by pylance is listed and read; tables created
+    by SQL (columns, CTAS, in a namespace) are Lance tables pylance opens there; DROP removes
+    one."""
+    root = tmp_path / "db"
+    root.mkdir()
+    lance.write_dataset(
+        pa.table({"id": pa.array([1, 2, 3], pa.int64())}), str(root / "from_pylance.lance")
+    )
+    catalog = f"folder_{sql_client.kind.replace('-', '_')}"
+    results = sql_client.sql_script(
+        [
+            f"SET spark.sql.catalog.{catalog}=lance_spark.companion.LanceFolderCatalog",
+            f"SET spark.sql.catalog.{catalog}.root={root}",
+            f"SHOW TABLES IN {catalog}",
+            f"SELECT sum(id) FROM {catalog}.from_pylance",
+            f"CREATE TABLE {catalog}.pets (id BIGINT, name STRING)",
+            f"INSERT INTO {catalog}.pets VALUES (1, 'a'), (2, 'b')",
+            f"CREATE TABLE {catalog}.doubled AS SELECT id * 2 AS id FROM {catalog}.from_pylance",
+            f"CREATE NAMESPACE {catalog}.team",
+            f"CREATE TABLE {catalog}.team.small AS SELECT 7 AS x",
+            f"SHOW TABLES IN {catalog}",
+            f"SHOW TABLES IN {catalog}.team",
+            f"SELECT count(*) FROM {catalog}.pets VERSION AS OF 1",
+            f"SELECT sum(id) FROM {catalog}.doubled",
+            f"DROP TABLE {catalog}.doubled",
+            f"SHOW TABLES IN {catalog}",
+        ]
+    )
+    assert _table_names(results[2]) == ["from_pylance"]
+    assert rows_as_text(results[3]) == [("6",)]
+    pets = lance.dataset(str(root / "pets.lance")).to_table().sort_by("id")
+    assert pets.to_pydict() == {"id": [1, 2], "name": ["a", "b"]}
+    assert lance.dataset(str(root / "team" / "small.lance")).to_table()["x"].to_pylist() == [7]
+    assert _table_names(results[9]) == ["doubled", "from_pylance", "pets"]
+    assert _table_names(results[10]) == ["small"]
+    assert rows_as_text(results[11]) == [("0",)]  # version 1: the empty table CREATE made
+    assert rows_as_text(results[12]) == [("12",)]  # CTAS: 2 + 4 + 6
+    assert _table_names(results[14]) == ["from_pylance", "pets"]
+    assert not (root / "doubled.lance").exists()

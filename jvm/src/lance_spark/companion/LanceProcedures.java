@@ -172,7 +172,7 @@ final class LanceProcedures {
 
   /** Runs procedure {@code name} in Python on the table the {@code lance} source reads with
    * {@code options}; Python's JSON reply. */
-  private static JsonNode run(Map<String, String> options, String name, ObjectNode args) {
+  static JsonNode run(Map<String, String> options, String name, ObjectNode args) {
     PythonDataSourceV2 source = LanceSessionCatalog.provider();
     org.apache.spark.sql.util.CaseInsensitiveStringMap map =
         new org.apache.spark.sql.util.CaseInsensitiveStringMap(options);

@@ -258,7 +258,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension implements P
    * {@code lance.`path`}: Delta's rule (the namespace is the format's name, the name an
    * absolute path or a URI) when {@code spark.sql.runSQLOnFiles} is on.
    */
-  private static boolean isPathIdentifier(String[] namespace, String name) {
+  static boolean isPathIdentifier(String[] namespace, String name) {
     if (namespace.length != 1 || !PATH_NAMESPACE.equalsIgnoreCase(namespace[0])) {
       return false;
     }
@@ -268,7 +268,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension implements P
     return name.startsWith("/") || name.contains("://") || name.startsWith("file:");
   }
 
-  private static Map<String, String> pathProperties(String path) {
+  static Map<String, String> pathProperties(String path) {
     return Map.of(
         TableCatalog.PROP_PROVIDER, PythonTableView.FORMAT, TableCatalog.PROP_LOCATION, path,
         TableCatalog.PROP_EXTERNAL, "true");
@@ -291,7 +291,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension implements P
    * resolves, so that DESCRIBE, DROP and the write that creates the table work, and a read
    * fails in Python saying what is missing; null: Python's error is the load's.
    */
-  private static Table lanceTable(
+  static Table lanceTable(
       String name,
       String path,
       Map<String, String> options,
