@@ -254,8 +254,7 @@ def _check_declared_columns(
     if stale:
         raise ColumnNotFoundError(
             f"column {stale[0]!r} does not exist in the Lance table at {uri!r} (columns: "
-            f"{', '.join(latest.schema.names)}); in a catalog table it was renamed or dropped "
-            "since the catalog entry was made: update the entry with REFRESH TABLE <name>"
+            f"{', '.join(latest.schema.names)})"
         )
 
 

@@ -516,6 +516,22 @@ class LanceWriter(DataSourceArrowWriter):
         return True if flag is None else flag
 
 
+def create_empty(
+    *, uri: str, spark_schema: StructType, options: WriteOptions, app_id: str | None
+) -> None:
+    """Create the Lance table at ``uri`` with ``spark_schema``'s columns and no rows: one
+    version, as a job that wrote nothing (``CREATE TABLE t (cols) USING lance``)."""
+    writer = plan_write(
+        uri=uri,
+        spark_schema=spark_schema,
+        overwrite=False,
+        options=options,
+        app_id=app_id,
+        nullable_columns=False,
+    )
+    writer.commit([])
+
+
 def plan_write(
     *,
     uri: str,

@@ -98,7 +98,7 @@ def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> 
     from lance_spark.sql import commands, dml
 
     call = companion_statement(spark, text)
-    if call is not None:  # DESCRIBE HISTORY, RESTORE, VACUUM (see companion_statement)
+    if call is not None:  # the companion's statements (see companion_statement)
         return run(call)
     tree = _parse_or_none(text)
     statement = _create_table_statement(tree)
@@ -245,16 +245,7 @@ def _create_table(
                 f"CREATE TABLE {stmt.name} USING lance LOCATION '{uri}' without columns"
             )
     else:
-        # The creating write of a job with no rows: one version, the declared columns.
-        writer = _writer.plan_write(
-            uri=uri,
-            spark_schema=schema,
-            overwrite=False,
-            options=options,
-            app_id=defaults.app_id,
-            nullable_columns=False,
-        )
-        writer.commit([])
+        _writer.create_empty(uri=uri, spark_schema=schema, options=options, app_id=defaults.app_id)
     run(f"DROP TABLE {stmt.name}")
     if stmt.properties:
         set_properties(TableContext(spark, uri, options.storage), stmt.properties)

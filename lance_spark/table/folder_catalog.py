@@ -97,15 +97,9 @@ def create_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
             f"CREATE TABLE needs columns (or AS SELECT ...) for the new Lance table at {location!r}"
         )
     options = parse_write_options(dict(args.get("options") or {}), session_storage=storage)
-    writer = _writer.plan_write(
-        uri=location,
-        spark_schema=schema,
-        overwrite=False,
-        options=options,
-        app_id=args.get("app_id"),
-        nullable_columns=False,
+    _writer.create_empty(
+        uri=location, spark_schema=schema, options=options, app_id=args.get("app_id")
     )
-    writer.commit([])
     return {}
 
 
