@@ -1439,6 +1439,12 @@ def companion_statement(spark: SparkSession, text: str) -> str | None:
     return None if found is None else str(found)
 
 
+def serves_lance_tables(spark: SparkSession) -> bool:
+    """True when the companion's ``LanceSessionCatalog`` is this session's ``spark_catalog``
+    (it creates, replaces, alters and writes ``USING lance`` tables itself)."""
+    return spark.conf.get(SESSION_CATALOG_CONF, None) == SESSION_CATALOG_CLASS
+
+
 def use_session_catalog(spark: SparkSession) -> bool:
     """Make the companion's ``LanceSessionCatalog`` this session's ``spark_catalog`` unless
     another one is configured; True when it is (or already was) the session catalog.

@@ -516,19 +516,44 @@ class LanceWriter(DataSourceArrowWriter):
         return True if flag is None else flag
 
 
+COMMENT_KEY = "comment"  # a column's comment: Spark's field metadata key, kept by Lance too
+
+
+def with_comments(schema: pa.Schema, comments: Mapping[str, str]) -> pa.Schema:
+    """``schema`` with the comments in its fields' metadata (Lance keeps them)."""
+    fields = [
+        f.with_metadata({COMMENT_KEY: comments[f.name]}) if f.name in comments else f
+        for f in schema
+    ]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
 def create_empty(
-    *, uri: str, spark_schema: StructType, options: WriteOptions, app_id: str | None
+    *,
+    uri: str,
+    spark_schema: StructType,
+    options: WriteOptions,
+    app_id: str | None,
+    replace: bool = False,
 ) -> None:
     """Create the Lance table at ``uri`` with ``spark_schema``'s columns and no rows: one
-    version, as a job that wrote nothing (``CREATE TABLE t (cols) USING lance``)."""
+    version, as a job that wrote nothing (``CREATE TABLE t (cols) USING lance``).
+    ``replace``: the table there becomes empty with these columns, as a new version of it
+    (``REPLACE TABLE t (cols) USING lance``)."""
     writer = plan_write(
         uri=uri,
         spark_schema=spark_schema,
-        overwrite=False,
-        options=options,
+        overwrite=replace,
+        options=dataclasses.replace(options, overwrite_schema=True) if replace else options,
         app_id=app_id,
         nullable_columns=False,
     )
+    comments = {
+        f.name: str(f.metadata[COMMENT_KEY])
+        for f in spark_schema.fields
+        if f.metadata and COMMENT_KEY in f.metadata
+    }
+    writer.target = with_comments(writer.target, comments)
     writer.commit([])
 
 

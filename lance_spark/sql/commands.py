@@ -1,15 +1,14 @@
-"""SQL statements for maintenance of Lance tables, the way Delta's SQL extension spells them,
-plus ``ALTER TABLE ... ADD COLUMNS`` and CTAS, in the sessions ``register`` wrapped. (Time
-travel, ``lance.`path``` and ``t.branch_b`` in queries are Spark's own, through the
-companion's session catalog; ``DESCRIBE HISTORY``, ``RESTORE``, ``VACUUM``, ``DESCRIBE
-DETAIL``, tags and branches are the companion's statements in every client, see
-:mod:`lance_spark.sql.front`.)
+"""SQL statements for maintenance of Lance tables that the companion does not take yet
+(OPTIMIZE, CREATE INDEX, SHOW TBLPROPERTIES from Lance's config, DESCRIBE EXTENDED with the
+provider and location), in the sessions ``register`` wrapped. (Time travel, ``lance.`path```
+and ``t.branch_b`` in queries are Spark's own, through the companion's session catalog, and so
+are CREATE / CTAS / REPLACE / DROP / ALTER TABLE; ``DESCRIBE HISTORY``, ``RESTORE``,
+``VACUUM``, ``DESCRIBE DETAIL``, tags and branches are the companion's statements in every
+client, see :mod:`lance_spark.sql.front`.)
 
-Statements Spark's grammar knows (ALTER TABLE ADD COLUMNS, CTAS) are parsed with sqlglot's
-Spark dialect. The Delta-style commands Spark does not know (OPTIMIZE, CREATE INDEX) are
-parsed by a small recursive-descent parser over sqlglot's Spark tokens. Each runs through
-:class:`~lance_spark.table.LanceTable`; a statement whose table is not a Lance table is left
-to Spark (its result and errors are Spark's).
+They are parsed by a small recursive-descent parser over sqlglot's Spark tokens. Each runs
+through :class:`~lance_spark.table.LanceTable`; a statement whose table is not a Lance table is
+left to Spark (its result and errors are Spark's).
 """
 
 from __future__ import annotations
@@ -18,28 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import pyarrow as pa
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 from sqlglot import expressions as exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokenizer_core import Token, TokenType
 
-from lance_spark.errors import SchemaMismatchError, SqlSyntaxError
-from lance_spark.source import types as _types
+from lance_spark.errors import SqlSyntaxError
 from lance_spark.source.options import MAIN_BRANCH
 from lance_spark.sql.targets import (
     lance_table,
-    parse_sql,
     path_of,
-    refresh_catalog_entry,
     table_name,
 )
 from lance_spark.table import LanceTable
 from lance_spark.table import catalog as _catalog
-from lance_spark.table import schema as _schema
 from lance_spark.table import writes as _writes
 
 Run = Callable[..., DataFrame]
@@ -162,39 +155,16 @@ _GRAMMAR = {
         "CREATE INDEX name ON table (column) [USING type] [WITH (key = value, ...)], "
         "a value being a number, a quoted string, true or false"
     ),
-    "RENAME COLUMN": "ALTER TABLE table RENAME COLUMN column TO name",
-    "DROP COLUMNS": "ALTER TABLE table DROP {COLUMN | COLUMNS} [IF EXISTS] {column | (column, ...)}",
-    "ALTER COLUMN": "ALTER TABLE table {ALTER | CHANGE} [COLUMN] column {TYPE type | COMMENT 'text'}",
-    "SET TBLPROPERTIES": "ALTER TABLE table SET TBLPROPERTIES ('key' = 'value', ...)",
-    "UNSET TBLPROPERTIES": "ALTER TABLE table UNSET TBLPROPERTIES [IF EXISTS] ('key', ...)",
     "SHOW TBLPROPERTIES": "SHOW TBLPROPERTIES table [('key')]",
-    "REFRESH TABLE": "REFRESH TABLE table",
     "DESCRIBE EXTENDED": "DESCRIBE [TABLE] {EXTENDED | FORMATTED} table",
 }
-# ALTER TABLE forms that would make the catalog and the Lance table disagree and that Lance
-# cannot apply: refused on Lance tables, with what to do instead.
-_REFUSED_ALTER = {
-    ("REPLACE", "COLUMNS"): (
-        "ALTER TABLE ... REPLACE COLUMNS is not supported on Lance tables; use ADD COLUMNS, "
-        "DROP COLUMNS, RENAME COLUMN and ALTER COLUMN ... TYPE"
-    ),
-    ("SET", "LOCATION"): (
-        "ALTER TABLE ... SET LOCATION is not supported on Lance tables (the table's data would "
-        "not follow); DROP TABLE and CREATE TABLE ... USING lance LOCATION 'new path' instead"
-    ),
-    ("ADD", "PARTITION"): "Lance tables are not partitioned",
-    ("DROP", "PARTITION"): "Lance tables are not partitioned",
-}
-
-
 # Statements about a catalog entry, which only the main branch has.
-_CATALOG_ONLY = frozenset({"REFRESH TABLE", "DESCRIBE EXTENDED"})
+_CATALOG_ONLY = frozenset({"DESCRIBE EXTENDED"})
 
 
 @dataclass(frozen=True)
 class Command:
-    """A parsed Delta-style command. ``kind`` is one of the keys of ``_GRAMMAR`` (or
-    ``ADD COLUMNS``); ``error`` is set when the statement names a table but is malformed:
+    """A parsed Delta-style command. ``kind`` is one of the keys of ``_GRAMMAR``; ``error`` is set when the statement names a table but is malformed:
     it is raised only if that table is a Lance table (otherwise Spark reports its own)."""
 
     kind: str
@@ -223,26 +193,6 @@ def parse_command(text: str) -> Command | None:
     table = cursor.table()
     if table is None:
         return None
-    if kind == "ALTER TABLE":
-        if cursor.accept("ADD", "COLUMNS") or cursor.accept("ADD", "COLUMN"):
-            return Command("ADD COLUMNS", table)
-        elif cursor.accept("RENAME", "COLUMN"):
-            kind = "RENAME COLUMN"
-        elif cursor.accept("DROP", "COLUMNS") or cursor.accept("DROP", "COLUMN"):
-            kind = "DROP COLUMNS"
-        elif any(cursor.accept(*w) for w in (("ALTER", "COLUMN"), ("CHANGE", "COLUMN"))) or any(
-            cursor.accept(w) for w in ("ALTER", "CHANGE")
-        ):
-            kind = "ALTER COLUMN"
-        elif cursor.accept("SET", "TBLPROPERTIES"):
-            kind = "SET TBLPROPERTIES"
-        elif cursor.accept("UNSET", "TBLPROPERTIES"):
-            kind = "UNSET TBLPROPERTIES"
-        else:
-            for words, why in _REFUSED_ALTER.items():
-                if cursor.accept(*words):
-                    return Command("REFUSED", table, error=SqlSyntaxError(why))
-            return None  # any other ALTER TABLE (RENAME TO, ...): Spark's
     try:
         args = _ARGUMENTS[kind](cursor)
     except SqlSyntaxError as err:
@@ -258,12 +208,8 @@ def _command_kind(cursor: _Cursor) -> str | None:
             return "DESCRIBE EXTENDED"
     if cursor.accept("OPTIMIZE"):
         return "OPTIMIZE"
-    if cursor.accept("ALTER", "TABLE"):
-        return "ALTER TABLE"
     if cursor.accept("SHOW", "TBLPROPERTIES"):
         return "SHOW TBLPROPERTIES"
-    if cursor.accept("REFRESH", "TABLE"):
-        return "REFRESH TABLE"
     if cursor.accept("CREATE", "INDEX"):
         return "CREATE INDEX"
     return None
@@ -314,86 +260,6 @@ def _column_path(cursor: _Cursor, statement: str) -> str:
     return ".".join(parts)
 
 
-def _rename_column(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    statement = "RENAME COLUMN"
-    old = _column_path(cursor, statement)
-    cursor.expect("TO", statement=statement)
-    new = cursor.name(statement, "the new name")
-    cursor.end(statement)
-    return (("old", old), ("new", new))
-
-
-def _drop_columns(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    statement = "DROP COLUMNS"
-    if_exists = cursor.accept("IF", "EXISTS")
-    parenthesised = cursor.accept("(")
-    names = [_column_path(cursor, statement)]
-    while cursor.accept(","):
-        names.append(_column_path(cursor, statement))
-    if parenthesised:
-        cursor.expect(")", statement=statement)
-    cursor.end(statement)
-    return (("columns", tuple(names)), ("if_exists", if_exists))
-
-
-def _alter_column(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    statement = "ALTER COLUMN"
-    column = _column_path(cursor, statement)
-    if cursor.accept("TYPE"):
-        token = cursor.peek()
-        if token is None:
-            raise cursor.error("expected a type", statement)
-        type_text = cursor.text[token.start :].strip().rstrip(";").strip()
-        cursor.pos = len(cursor.tokens)
-        return (("column", column), ("type", type_text))
-    if cursor.accept("COMMENT"):
-        comment = cursor.string(statement, "the comment")
-        cursor.end(statement)
-        return (("column", column), ("comment", comment))
-    for words in (("SET", "NOT", "NULL"), ("DROP", "NOT", "NULL"), ("FIRST",), ("AFTER",)):
-        if cursor.accept(*words):
-            raise SqlSyntaxError(
-                f"ALTER COLUMN ... {' '.join(words)} is not supported on Lance tables (column "
-                f"{column!r}); supported: TYPE (widening) and COMMENT"
-            )
-    raise cursor.error("expected TYPE or COMMENT", statement)
-
-
-def _properties(cursor: _Cursor, statement: str, *, values: bool) -> dict[str, str]:
-    cursor.expect("(", statement=statement)
-    found: dict[str, str] = {}
-    while True:
-        token = cursor.peek()
-        if token is not None and token.token_type == TokenType.STRING:
-            key = cursor.string(statement, "a property key")
-        else:
-            key = _column_path(cursor, statement)  # unquoted dotted keys: a.b.c
-        value = ""
-        if values:
-            cursor.accept("=")
-            token = cursor.peek()
-            if token is None or token.token_type not in _LITERALS:
-                raise cursor.error("expected a value (a quoted string or a number)", statement)
-            cursor.pos += 1
-            value = str(token.text)
-        found[key] = value
-        if not cursor.accept(","):
-            break
-    cursor.expect(")", statement=statement)
-    cursor.end(statement)
-    return found
-
-
-def _set_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    return (("properties", _properties(cursor, "SET TBLPROPERTIES", values=True)),)
-
-
-def _unset_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    if_exists = cursor.accept("IF", "EXISTS")
-    keys = _properties(cursor, "UNSET TBLPROPERTIES", values=False)
-    return (("keys", tuple(keys)), ("if_exists", if_exists))
-
-
 def _show_properties(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     statement = "SHOW TBLPROPERTIES"
     key = None
@@ -414,20 +280,9 @@ def _describe_extended(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
     return ()
 
 
-def _refresh(cursor: _Cursor) -> tuple[tuple[str, Any], ...]:
-    cursor.end("REFRESH TABLE")
-    return ()
-
-
 _ARGUMENTS: dict[str, Callable[[_Cursor], tuple[tuple[str, Any], ...]]] = {
-    "REFRESH TABLE": _refresh,
     "DESCRIBE EXTENDED": _describe_extended,
     "SHOW TBLPROPERTIES": _show_properties,
-    "RENAME COLUMN": _rename_column,
-    "DROP COLUMNS": _drop_columns,
-    "ALTER COLUMN": _alter_column,
-    "SET TBLPROPERTIES": _set_properties,
-    "UNSET TBLPROPERTIES": _unset_properties,
     "OPTIMIZE": _optimize,
     "CREATE INDEX": _create_index,
 }
@@ -452,11 +307,6 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
     if kind == "DESCRIBE EXTENDED":
         name = table_name(command.table) if path_of(command.table) is None else None
         return _describe_extended_rows(spark, run, text, table, name=name)
-    if kind == "REFRESH TABLE":
-        # The catalog entry re-created from the Lance table (its columns may have changed
-        # outside SQL), then Spark's own REFRESH (cached data).
-        refresh_catalog_entry(spark, run, command.table, table)
-        return run(text)
     if kind == "SHOW TBLPROPERTIES":
         # Spark shows a Python data source table's properties as empty: Lance's are these.
         config = _catalog.properties(table._open())
@@ -472,17 +322,6 @@ def _command(spark: SparkSession, run: Run, text: str) -> DataFrame | None:
         table.createIndex(
             command.arg("column"), command.arg("type"), name=command.arg("name"), **params
         )
-    elif kind == "ADD COLUMNS":
-        _add_columns(spark, text, table)
-        refresh_catalog_entry(spark, run, command.table, table)
-    elif kind in _SCHEMA_CHANGES:
-        # Lance first, then the catalog entry: a refused change leaves both as they were.
-        _SCHEMA_CHANGES[kind](spark, table, command)
-        if kind in ("SET TBLPROPERTIES", "UNSET TBLPROPERTIES"):
-            if path_of(command.table) is None and table.currentBranch == MAIN_BRANCH:
-                run(text)  # Spark's own statement: the catalog entry's properties
-        else:
-            refresh_catalog_entry(spark, run, command.table, table)
     return _no_rows(spark)
 
 
@@ -508,64 +347,6 @@ def _describe_extended_rows(
     present = {str(c).strip() for c, _, _ in rows}
     out += [(k, v, "") for k, v in facts.items() if k not in present]
     return spark.createDataFrame(out, result.schema)
-
-
-def _rename(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    table.renameColumn(command.arg("old"), command.arg("new"))
-
-
-def _drop(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    table.dropColumns(*command.arg("columns"), ifExists=command.arg("if_exists"))
-
-
-def _alter(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    table.alterColumn(
-        command.arg("column"), dataType=command.arg("type"), comment=command.arg("comment")
-    )
-
-
-def _set_props(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    _schema.set_properties(table._context, command.arg("properties"))
-
-
-def _unset_props(spark: SparkSession, table: LanceTable, command: Command) -> None:
-    keys = list(command.arg("keys"))
-    _schema.unset_properties(table._context, keys, if_exists=command.arg("if_exists"))
-
-
-_SCHEMA_CHANGES: dict[str, Callable[[SparkSession, LanceTable, Command], None]] = {
-    "RENAME COLUMN": _rename,
-    "DROP COLUMNS": _drop,
-    "ALTER COLUMN": _alter,
-    "SET TBLPROPERTIES": _set_props,
-    "UNSET TBLPROPERTIES": _unset_props,
-}
-
-
-def _add_columns(spark: SparkSession, text: str, table: LanceTable) -> None:
-    """ALTER TABLE ... ADD COLUMNS: all-null columns, a metadata-only Lance commit."""
-    tree = parse_sql(text)
-    columns = [
-        d
-        for action in tree.args.get("actions") or []
-        for d in ([action] if isinstance(action, exp.ColumnDef) else action.expressions)
-        if isinstance(d, exp.ColumnDef)
-    ]
-    ddl = ", ".join(column.sql(dialect="spark") for column in columns)
-    schema = spark.createDataFrame([], ddl).schema
-    ds = table._open()
-    existing = {n.lower() for n in ds.schema.names}
-    clash = [f.name for f in schema.fields if f.name.lower() in existing]
-    if clash:
-        raise SchemaMismatchError(
-            f"ALTER TABLE ADD COLUMNS: column {clash[0]!r} already exists in the Lance table at "
-            f"{table.uri!r}; columns: {', '.join(ds.schema.names)}"
-        )
-    arrow = to_arrow_schema(schema, timezone="UTC")
-    fields = _types.arrow_schema_for_new_table(
-        pa.schema([f.remove_metadata() for f in arrow]), vector_sizes={}
-    )
-    ds.add_columns(_types.nullable_schema(fields))
 
 
 def _no_rows(spark: SparkSession) -> DataFrame:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, StructField, StructType
 
@@ -28,12 +27,12 @@ from lance_spark.errors import (
     TableNotFoundError,
 )
 from lance_spark.source import dataset
-from lance_spark.source.datasource import _normalise_uri
+from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import WriteOptions
 from lance_spark.source.session import session_storage
-from lance_spark.source.writer import plan_write
+from lance_spark.source.writer import COMMENT_KEY, plan_write, with_comments
 from lance_spark.table import catalog
-from lance_spark.table.schema import COMMENT_KEY, check_property_keys
+from lance_spark.table.schema import check_property_keys
 from lance_spark.table.writes import default_location, same_location
 
 if TYPE_CHECKING:
@@ -259,6 +258,13 @@ class LanceTableBuilder:
                 f"LanceTable.replace(): there is no {named} to replace; use createOrReplace() "
                 "to create it"
             )
+        managed = sql_name is not None and not in_catalog and self._location is None
+        if managed and not exists and _spark.serves_lance_tables(spark):
+            # The session catalog makes the entry (managed, so DROP deletes the table and
+            # RENAME TO moves it) and the Lance table, in one statement.
+            self._create_managed(str(sql_name), schema)
+            self._set_config(uri, storage, replace=False)
+            return self._table(LanceTable, uri, sql_name)
         self._commit(uri, storage, schema, replace=exists)
         if sql_name is not None:
             if in_catalog:
@@ -344,12 +350,26 @@ class LanceTableBuilder:
         comments = {
             f.name: f.metadata[COMMENT_KEY] for f in schema.fields if COMMENT_KEY in f.metadata
         }
-        writer.target = _with_comments(writer.target, comments)
+        writer.target = with_comments(writer.target, comments)
         parameters = {"properties": json.dumps(self._properties, sort_keys=True)}
         if self._comment is not None:
             parameters["description"] = self._comment
         writer.commit_results([], operation=self._operation(replace), parameters=parameters)
         self._set_config(uri, storage, replace=replace)
+
+    def _create_managed(self, sql_name: str, schema: StructType) -> None:
+        columns = ", ".join(
+            f"{_spark.quote_identifier(f.name)} {f.dataType.simpleString()}"
+            + ("" if f.nullable else " NOT NULL")
+            + (
+                f" COMMENT {_spark.sql_string(str(f.metadata[COMMENT_KEY]))}"
+                if COMMENT_KEY in (f.metadata or {})
+                else ""
+            )
+            for f in schema.fields
+        )
+        # No OPTIONS: storage options may hold secrets, which the metastore would keep.
+        _spark.plain_sql(self._spark)(f"CREATE TABLE {sql_name} ({columns}) USING {FORMAT_NAME}")
 
     def _operation(self, replaced: bool) -> str:
         if self._mode is BuildMode.CREATE_OR_REPLACE:
@@ -387,12 +407,3 @@ def _check_new_name(name: str, declared: Sequence[str]) -> None:
             f"column {name!r} is declared twice ({clash!r} already; Spark compares names "
             f"case-insensitively); columns: {', '.join(declared)}"
         )
-
-
-def _with_comments(schema: pa.Schema, comments: Mapping[str, str]) -> pa.Schema:
-    """``schema`` with the comments in its fields' metadata (Lance keeps them)."""
-    fields = [
-        f.with_metadata({COMMENT_KEY: comments[f.name]}) if f.name in comments else f
-        for f in schema
-    ]
-    return pa.schema(fields, metadata=schema.metadata)

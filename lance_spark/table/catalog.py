@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import lance
 from pyspark.sql import DataFrame, SparkSession
 
-from lance_spark._spark import plain_sql, sql_string
+from lance_spark._spark import plain_sql, serves_lance_tables, sql_string
 from lance_spark.source import dataset
 from lance_spark.source.datasource import FORMAT_NAME
 
@@ -33,6 +33,7 @@ class Entry:
     name: str
     provider: str
     location: str | None
+    managed: bool = False  # Spark deletes a managed table's data when it drops the entry
 
     @property
     def lance_location(self) -> str | None:
@@ -57,6 +58,7 @@ def entry(spark: SparkSession, name: str) -> Entry | None:
         name=name,
         provider=info.get("Provider", "").lower(),
         location=info.get("Location") or None,
+        managed=info.get("Type", "").upper() == "MANAGED",
     )
 
 
@@ -73,15 +75,25 @@ def recreate_entry(
     *,
     run: Run | None = None,
 ) -> None:
-    """Drop and re-create the catalog entry ``name`` of the Lance table at ``uri``, with the
-    table's properties (read from its latest version).
+    """Bring the catalog entry ``name`` of the Lance table at ``uri`` in step with the table
+    (its columns and properties, read from its latest version).
 
-    ``run`` is the ``spark.sql`` to use (default: Spark's own, never the SQL front's, whose
-    DROP TABLE of a managed table deletes its data)."""
+    The companion's session catalog asks Lance for a table's columns at every load, so its
+    entries keep only the properties in step (``SET TBLPROPERTIES``, which changes nothing in
+    Lance when the values are Lance's already). Spark's own session catalog keeps the
+    columns an entry was made with: the entry is dropped and re-created there (an external
+    entry only: dropping a managed one would delete the table).
+
+    ``run`` is the ``spark.sql`` to use (default: Spark's own, never the SQL front's)."""
     execute = run or plain_sql(spark)
     config = properties(dataset.open_latest(uri, storage=storage))
-    execute(f"DROP TABLE {name}")
-    _create(execute, name, uri, config)
+    if not serves_lance_tables(spark):
+        found = entry(spark, name)
+        if found is None or not found.managed:
+            execute(f"DROP TABLE {name}")
+            _create(execute, name, uri, config)
+            return
+    _set_entry_properties(execute, name, config)
 
 
 def create_entry(
@@ -101,6 +113,10 @@ def create_entry(
 
 def _create(execute: Run, name: str, uri: str, config: Mapping[str, str]) -> None:
     execute(f"CREATE TABLE {name} USING {FORMAT_NAME} LOCATION {sql_string(uri)}")
+    _set_entry_properties(execute, name, config)
+
+
+def _set_entry_properties(execute: Run, name: str, config: Mapping[str, str]) -> None:
     kept = {k: v for k, v in config.items() if k.lower() not in RESERVED_PROPERTIES}
     if kept:
         # Not in CREATE TABLE: Spark would hand them to the data source as read options.

@@ -6,19 +6,35 @@ The layout is LanceDB's: table ``<name>`` of namespace ``a.b`` is the Lance tabl
 ``<root>/a/b/<name>.lance``; a folder that is not a table is a namespace. Nothing else is kept:
 listing the folder is the catalog. These run in the companion's planner worker (no Spark
 session), like :mod:`lance_spark.table.procedures`, which dispatches to them.
+
+The companion's session catalog (``LanceSessionCatalog``) uses ``create_table``,
+``check_create``, ``set_table_properties`` and ``alter_table`` too, for the ``USING lance``
+tables of Spark's own catalog (their location is the catalog entry's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from pyspark.sql.types import StructType, _parse_datatype_json_string
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
-from lance_spark.errors import InvalidOptionError, TableAlreadyExistsError
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableAlreadyExistsError
 from lance_spark.source import dataset, staging
 from lance_spark.source import writer as _writer
 from lance_spark.source.options import parse_write_options
+from lance_spark.table.context import TableContext
+from lance_spark.table.schema import (
+    add_columns,
+    alter_column,
+    check_property_keys,
+    drop_columns,
+    rename_column,
+    set_nullable,
+    set_properties,
+    unset_properties,
+)
 
 SUFFIX = ".lance"
 
@@ -82,11 +98,7 @@ def table_exists(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
     return {"exists": dataset.table_exists(str(args["location"]), storage=storage)}
 
 
-def create_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
-    """An empty Lance table at ``location`` with the Spark schema ``schema`` (one version)."""
-    location = str(args["location"])
-    if dataset.table_exists(location, storage=storage):
-        raise TableAlreadyExistsError(f"a Lance table already exists at {location!r}")
+def _schema_arg(args: Mapping[str, Any], location: str) -> StructType:
     schema = _parse_datatype_json_string(str(args["schema"]))
     if not isinstance(schema, StructType):
         raise InvalidOptionError(
@@ -96,11 +108,157 @@ def create_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
         raise InvalidOptionError(
             f"CREATE TABLE needs columns (or AS SELECT ...) for the new Lance table at {location!r}"
         )
-    options = parse_write_options(dict(args.get("options") or {}), session_storage=storage)
-    _writer.create_empty(
-        uri=location, spark_schema=schema, options=options, app_id=args.get("app_id")
+    return schema
+
+
+def _context(location: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> TableContext:
+    app_id = args.get("app_id")
+    branch = args.get("branch")
+    return TableContext(
+        # No session in the planner worker: the schema engine uses none.
+        spark=cast(SparkSession, None),
+        uri=dataset.branch_location(location, str(branch), storage=storage) if branch else location,
+        storage=storage,
+        branch=str(branch) if branch else None,
+        main_uri=location if branch else None,
+        application=str(app_id) if app_id else None,
     )
+
+
+def check_create(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
+    """Before a CTAS makes anything: its table properties are ones Lance can keep, and its
+    location (when given) holds no Lance table yet."""
+    check_property_keys(dict(args.get("properties") or {}))
+    location = args.get("location")
+    if location and dataset.table_exists(str(location), storage=storage):
+        raise TableAlreadyExistsError(
+            f"a Lance table already exists at {location!r}: register it with CREATE TABLE "
+            f"<name> USING lance LOCATION '{location}' (no columns, no AS SELECT), or choose "
+            "another location"
+        )
     return {}
+
+
+def create_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
+    """An empty Lance table at ``location`` with the Spark schema ``schema`` (one version),
+    with the table properties ``properties`` in its config. ``replace``: the table there is
+    replaced (a new version, empty, with these columns); ``register``: a table already there
+    with these columns is kept as it is (``CREATE TABLE t (cols) USING lance LOCATION``)."""
+    location = str(args["location"])
+    schema = _schema_arg(args, location)
+    properties = dict(args.get("properties") or {})
+    check_property_keys(properties)  # before anything is made
+    options = parse_write_options(dict(args.get("options") or {}), session_storage=storage)
+    replace = bool(args.get("replace"))
+    if not replace and dataset.table_exists(location, storage=storage):
+        if not args.get("register"):
+            raise TableAlreadyExistsError(f"a Lance table already exists at {location!r}")
+        existing = dataset.open_latest(location, storage=storage).schema
+        if [n.lower() for n in existing.names] != [n.lower() for n in schema.names]:
+            raise SchemaMismatchError(
+                f"a Lance table already exists at {location!r} with columns "
+                f"{', '.join(existing.names)}, not {', '.join(schema.names)}; register it "
+                "without columns: CREATE TABLE <name> USING lance LOCATION "
+                f"'{location}'"
+            )
+    else:
+        _writer.create_empty(
+            uri=location,
+            spark_schema=schema,
+            options=options,
+            app_id=args.get("app_id"),
+            replace=replace,
+        )
+    set_properties(_context(location, storage, args), properties)
+    return {}
+
+
+def set_table_properties(
+    root: str, storage: Mapping[str, str], args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The table properties ``properties`` into the config of the Lance table at
+    ``location`` (one version; none when there are none)."""
+    location = str(args["location"])
+    set_properties(_context(location, storage, args), dict(args.get("properties") or {}))
+    return {}
+
+
+def alter_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
+    """``ALTER TABLE`` on the Lance table at ``location``: Spark's table changes
+    (``TableChange``, as the companion sends them: ``{"kind": ..., ...}``), in order."""
+    table = _context(str(args["location"]), storage, args)
+    changes = list(args.get("changes") or [])
+    kinds = {str(c.get("kind")) for c in changes}
+    if {"delete_column", "add_column"} <= kinds:
+        raise InvalidOptionError(
+            "ALTER TABLE ... REPLACE COLUMNS is not supported on Lance tables; use ADD COLUMNS, "
+            "DROP COLUMNS, RENAME COLUMN and ALTER COLUMN ... TYPE"
+        )
+    if any(c.get("kind") == "set_property" and c.get("key") == "location" for c in changes):
+        raise InvalidOptionError(
+            "ALTER TABLE ... SET LOCATION is not supported on Lance tables (the table's data "
+            "would not follow); DROP TABLE and CREATE TABLE ... USING lance LOCATION 'new path' "
+            "instead"
+        )
+    deleted = [".".join(c["path"]) for c in changes if c.get("kind") == "delete_column"]
+    if deleted:  # DROP COLUMNS (a, b): one check of them all (not every column), one version
+        drop_columns(
+            table,
+            deleted,
+            if_exists=all(c.get("if_exists") for c in changes if c.get("kind") == "delete_column"),
+        )
+    properties = {
+        str(c["key"]): str(c["value"]) for c in changes if c.get("kind") == "set_property"
+    }
+    set_properties(table, properties)  # SET TBLPROPERTIES (a, b, ...): one version
+    added = [c for c in changes if c.get("kind") == "add_column"]
+    if added:  # ADD COLUMNS (a, b): one version
+        _add_columns(table, added)
+    for change in changes:
+        if change.get("kind") not in ("set_property", "delete_column", "add_column"):
+            _alter(table, change)
+    return {}
+
+
+def _add_columns(table: TableContext, changes: list[Mapping[str, Any]]) -> None:
+    fields = []
+    for change in changes:
+        path = ".".join(str(p) for p in change.get("path") or [])
+        if len(change.get("path") or []) != 1:
+            raise InvalidOptionError(
+                f"ALTER TABLE ADD COLUMNS {path}: Lance tables take new top-level columns only"
+            )
+        if change.get("position"):
+            raise InvalidOptionError(
+                f"ALTER TABLE ADD COLUMNS {path} {change['position']}: new columns of a Lance "
+                "table come last (no FIRST / AFTER)"
+            )
+        fields.append(StructField(path, _parse_datatype_json_string(str(change["type"])), True))
+    add_columns(table, StructType(fields))
+    for change in changes:
+        if change.get("comment") is not None:
+            alter_column(table, str(change["path"][0]), comment=str(change["comment"]))
+
+
+def _alter(table: TableContext, change: Mapping[str, Any]) -> None:
+    kind = str(change.get("kind"))
+    path = ".".join(str(p) for p in change.get("path") or [])
+    if kind == "remove_property":
+        unset_properties(table, [str(change["key"])], if_exists=True)
+    elif kind == "rename_column":
+        rename_column(table, path, str(change["new"]))
+    elif kind == "update_type":
+        alter_column(table, path, data_type=_parse_datatype_json_string(str(change["type"])))
+    elif kind == "update_comment":
+        alter_column(table, path, comment=str(change["comment"]))
+    elif kind == "update_nullability":
+        set_nullable(table, path, nullable=bool(change["nullable"]))
+    else:
+        raise InvalidOptionError(
+            f"ALTER TABLE on a Lance table cannot {change.get('description') or kind}; it can "
+            "ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), ALTER COLUMN ... TYPE (widening) / "
+            "COMMENT / DROP NOT NULL, SET / UNSET TBLPROPERTIES"
+        )
 
 
 def drop_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,6 +275,9 @@ OPERATIONS = {
     "namespace_exists": namespace_exists,
     "create_namespace": create_namespace,
     "table_exists": table_exists,
+    "check_create": check_create,
     "create_table": create_table,
+    "set_table_properties": set_table_properties,
+    "alter_table": alter_table,
     "drop_table": drop_table,
 }

@@ -13,12 +13,13 @@ from typing import Any, cast
 
 import lance
 import pyarrow as pa
-from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import DataType
+from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
+from pyspark.sql.types import DataType, StructType
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, SchemaMismatchError
 from lance_spark.source import types as _types
 from lance_spark.source.options import DATA_STORAGE_VERSION, ENABLE_STABLE_ROW_IDS
+from lance_spark.source.writer import COMMENT_KEY
 from lance_spark.table.catalog import RESERVED_PROPERTIES
 from lance_spark.table.context import TableContext
 
@@ -27,7 +28,6 @@ CREATION_OPTIONS = {
     ENABLE_STABLE_ROW_IDS: "whether its rows have stable row ids",
     DATA_STORAGE_VERSION: "its file format version",
 }
-COMMENT_KEY = "comment"  # Lance field metadata holding a column's comment (Spark's name)
 # Widening casts Lance applies and that lose no value (Delta's type widening, where Lance
 # supports it): integers to wider integers, float to double.
 _INTEGER_WIDTHS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
@@ -52,6 +52,23 @@ def rename_column(table: TableContext, old: str, new: str) -> None:
     if new == leaf:
         return
     ds.alter_columns(cast(Any, {"path": path, "name": new}))
+
+
+def add_columns(table: TableContext, columns: StructType) -> None:
+    """``ALTER TABLE ... ADD COLUMNS``: all-null columns, a metadata-only Lance commit."""
+    ds = table.open()
+    existing = {n.lower() for n in ds.schema.names}
+    clash = [f.name for f in columns.fields if f.name.lower() in existing]
+    if clash:
+        raise SchemaMismatchError(
+            f"ALTER TABLE ADD COLUMNS: column {clash[0]!r} already exists in the Lance table at "
+            f"{table.uri!r}; columns: {', '.join(ds.schema.names)}"
+        )
+    arrow = to_arrow_schema(columns, timezone="UTC")
+    fields = _types.arrow_schema_for_new_table(
+        pa.schema([f.remove_metadata() for f in arrow]), vector_sizes={}
+    )
+    ds.add_columns(_types.nullable_schema(fields))
 
 
 def drop_columns(table: TableContext, names: Sequence[str], *, if_exists: bool = False) -> int:
@@ -110,13 +127,31 @@ def alter_column(
         ds.update_field_metadata({path: {COMMENT_KEY: comment}})
 
 
+def set_nullable(table: TableContext, name: str, *, nullable: bool) -> None:
+    """``ALTER COLUMN c DROP NOT NULL`` (``nullable``); a column cannot become NOT NULL
+    (rows already written may hold nulls)."""
+    ds = table.open()
+    path = _field_path(ds, table.uri, name)
+    if not nullable:
+        raise SchemaMismatchError(
+            f"cannot make column {path!r} NOT NULL: a Lance table's column can only become "
+            "nullable (ALTER COLUMN ... DROP NOT NULL)"
+        )
+    if not _field(ds, path).nullable:
+        ds.alter_columns(cast(Any, {"path": path, "nullable": True}))
+
+
 def set_properties(table: TableContext, properties: Mapping[str, str]) -> None:
     """Set table properties (Lance's table config), one commit."""
     if not properties:
         return
     check_property_keys(properties)
     clean: dict[str, str | None] = {str(k): str(v) for k, v in properties.items()}
-    table.open().update_config(clean)
+    ds = table.open()
+    current = ds.config()
+    if all(current.get(k) == v for k, v in clean.items()):
+        return  # no new version for values the table has (a catalog entry kept in step)
+    ds.update_config(clean)
 
 
 def check_property_keys(keys: Iterable[str]) -> None:

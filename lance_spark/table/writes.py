@@ -35,6 +35,14 @@ from lance_spark.table import schema as _schema
 from lance_spark.table.catalog import create_entry, entry, recreate_entry
 from lance_spark.table.context import TableContext
 
+# Calls that the companion's session catalog does (createTable / stageCreate / stageReplace
+# and its table's writes), when it is the session catalog.
+_CATALOG_CALLS = frozenset(
+    {"saveAsTable", "insertInto", "create", "replace", "createOrReplace", "append"}
+)
+# Calls for which Spark takes its default format (parquet) when none is given, even when the
+# table exists and is a Lance table.
+_TAKE_A_FORMAT = frozenset({"saveAsTable", "create", "replace", "createOrReplace"})
 _ERROR_MODES = frozenset({"error", "errorifexists", "default"})
 _SAVE_MODES = _ERROR_MODES | {"ignore", "append", "overwrite"}
 _NOT_PARTITIONED = (
@@ -74,6 +82,10 @@ def handle(req: WriteRequest) -> bool:
             )
         return False  # Spark's own error (a format mismatch, an existing table)
     _check_not_partitioned(req)
+    if req.call in _CATALOG_CALLS and _spark.serves_lance_tables(req.spark):
+        if req.source is None and req.call in _TAKE_A_FORMAT:
+            return _as_lance(req)
+        return False  # the companion's session catalog does it: Spark's own call
     if req.call == "saveAsTable":
         return _save_as_table(req, target)
     if req.call == "insertInto":
@@ -128,6 +140,24 @@ def catalog_table(spark: SparkSession, name: str) -> CatalogTable | None:
     """The catalog table ``name`` (None: there is none)."""
     found = entry(spark, name)
     return None if found is None else CatalogTable(name, found.lance_location)
+
+
+def _as_lance(req: WriteRequest) -> bool:
+    """``req`` with the format ``lance``, as Spark's own call. Spark limit (4.3):
+    ``saveAsTable`` and ``writeTo(t).replace() / createOrReplace()`` without a format take
+    the default source, not the existing table's; a Lance table stays a Lance table, as a
+    Delta table stays Delta. Can go when Spark takes the existing table's provider."""
+    if req.call == "saveAsTable":
+        writer = req.df.write.format(FORMAT_NAME).options(**req.options)
+        if req.mode is not None:
+            writer = writer.mode(req.mode)
+        writer.saveAsTable(req.table or "")
+        return True
+    v2 = req.df.writeTo(req.table or "").using(FORMAT_NAME).options(**req.options)
+    for key, value in req.properties.items():
+        v2 = v2.tableProperty(key, value)
+    getattr(v2, req.call)()
+    return True
 
 
 # --- df.write.format("lance").save(path) ----------------------------------------------------

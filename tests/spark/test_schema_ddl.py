@@ -12,16 +12,14 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DoubleType, IntegerType, LongType
 
 from lance_spark import LanceTable
 from lance_spark.errors import (
-    ColumnNotFoundError,
     InvalidOptionError,
     SchemaMismatchError,
-    SqlSyntaxError,
 )
 from lance_spark.source.dataset import version_timestamps
 
@@ -55,6 +53,12 @@ def _agree(spark: SparkSession, name: str, uri: str) -> list[str]:
     return catalog.columns
 
 
+def _refused(error: type[Exception], match: str) -> pytest.RaisesContext[Exception]:
+    """A refused DDL statement: the session catalog's error (Spark's AnalysisException,
+    PYTHON_DATA_SOURCE_ERROR) names lance_spark's error and says what is wrong."""
+    return pytest.raises(AnalysisException, match=rf"{error.__name__}: .*{match}")
+
+
 def _files(uri: str) -> set[str]:
     return {f.path for frag in lance.dataset(uri).get_fragments() for f in frag.data_files()}
 
@@ -69,9 +73,9 @@ def test_rename_column_in_sql(spark: SparkSession, pets: tuple[str, str]) -> Non
     ds = lance.dataset(uri)
     assert ds.version == before + 1 and _files(uri) == files  # metadata-only
     # Renaming to an existing name, or a missing column: refused, nothing changes.
-    with pytest.raises(SchemaMismatchError, match="'name' already exists"):
+    with pytest.raises(PySparkException, match=r"FIELD_ALREADY_EXISTS.*`NAME` already exists"):
         spark.sql(f"ALTER TABLE {name} RENAME COLUMN weight TO NAME")
-    with pytest.raises(ColumnNotFoundError, match="'nope'"):
+    with pytest.raises(PySparkException, match=r"UNRESOLVED_COLUMN.*`nope`"):
         spark.sql(f"ALTER TABLE {name} RENAME COLUMN nope TO other")
     assert lance.dataset(uri).version == before + 1
     assert _agree(spark, name, uri) == ["id", "name", "weight", "score", "note"]
@@ -84,10 +88,10 @@ def test_drop_columns_in_sql(spark: SparkSession, pets: tuple[str, str]) -> None
     spark.sql(f"ALTER TABLE {name} DROP COLUMNS (score, w)")
     assert _agree(spark, name, uri) == ["id", "name"]
     version = lance.dataset(uri).version
-    with pytest.raises(ColumnNotFoundError, match="'ghost'"):
+    with pytest.raises(PySparkException, match=r"UNRESOLVED_COLUMN.*`ghost`"):
         spark.sql(f"ALTER TABLE {name} DROP COLUMN ghost")
     spark.sql(f"ALTER TABLE {name} DROP COLUMN IF EXISTS ghost")
-    with pytest.raises(SchemaMismatchError, match="every column"):
+    with _refused(SchemaMismatchError, "every column"):
         spark.sql(f"ALTER TABLE {name} DROP COLUMNS (id, name)")
     assert lance.dataset(uri).version == version
     # New rows still go in, with the remaining columns.
@@ -109,11 +113,12 @@ def test_alter_column_type_widens_only(spark: SparkSession, pets: tuple[str, str
     assert isinstance(schema["score"].dataType, DoubleType)
     _agree(spark, name, uri)
     version = ds.version
-    with pytest.raises(SchemaMismatchError, match=r"from int64 to int32.*widening"):
+    # Spark refuses a narrowing itself; Lance refuses what Spark allows and Lance cannot keep.
+    with pytest.raises(PySparkException, match=r"NOT_SUPPORTED_CHANGE_COLUMN.*`w`"):
         spark.sql(f"ALTER TABLE {name} ALTER COLUMN w TYPE int")
-    with pytest.raises(SchemaMismatchError, match="'name' from string to int64"):
+    with pytest.raises(PySparkException, match=r"NOT_SUPPORTED_CHANGE_COLUMN.*`name`"):
         spark.sql(f"ALTER TABLE {name} CHANGE COLUMN name TYPE bigint")
-    with pytest.raises(InvalidOptionError, match="'nonsense' is not a Spark SQL data type"):
+    with pytest.raises(PySparkException, match=r'UNSUPPORTED_DATATYPE.*"NONSENSE"'):
         spark.sql(f"ALTER TABLE {name} ALTER COLUMN w TYPE nonsense")
     assert lance.dataset(uri).version == version
     assert isinstance(spark.table(name).schema["w"].dataType, LongType)
@@ -155,7 +160,7 @@ def test_table_properties_live_in_lance_and_the_catalog(
     assert lance.dataset(uri).config() == {}
     assert shown() == {}
     spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('team' = 'ml')")
-    with pytest.raises(InvalidOptionError, match="'owner' is reserved"):
+    with pytest.raises(PySparkException, match="owner"):
         spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('owner' = 'me')")
     assert lance.dataset(uri).config() == {"team": "ml"}
 
@@ -167,9 +172,9 @@ def test_creation_options_are_not_table_properties(
     version = lance.dataset(uri).version
     for key, value in (("enable_stable_row_ids", "false"), ("data_storage_version", "2.1")):
         for target in (name, f"lance.`{uri}`"):
-            with pytest.raises(
+            with _refused(
                 InvalidOptionError,
-                match=rf"table property '{key}' cannot be set: Lance chooses .* when it creates "
+                rf"table property '{key}' cannot be set: Lance chooses .* when it creates "
                 rf"a table, and a table keeps it\. Give the write option {key} to the write "
                 rf"that creates the table: CREATE TABLE \.\.\. USING lance OPTIONS",
             ):
@@ -181,7 +186,7 @@ def test_creation_options_are_not_table_properties(
     # Nor at creation: refused before anything is created.
     other = str(tmp_path / "other.lance")
     spark.sql("DROP TABLE IF EXISTS ddl_stable_ids")
-    with pytest.raises(InvalidOptionError, match="'ENABLE_STABLE_ROW_IDS' cannot be set"):
+    with _refused(InvalidOptionError, "'ENABLE_STABLE_ROW_IDS' cannot be set"):
         spark.sql(
             f"CREATE TABLE ddl_stable_ids (id BIGINT) USING lance LOCATION '{other}' "
             "TBLPROPERTIES ('ENABLE_STABLE_ROW_IDS' = 'false')"
@@ -193,11 +198,11 @@ def test_creation_options_are_not_table_properties(
 @pytest.mark.parametrize(
     ("statement", "match"),
     [
-        ("REPLACE COLUMNS (id long)", "REPLACE COLUMNS is not supported"),
-        ("SET LOCATION '/tmp/elsewhere'", "SET LOCATION is not supported"),
-        ("ALTER COLUMN w SET NOT NULL", "SET NOT NULL is not supported"),
-        ("ALTER COLUMN w FIRST", "FIRST is not supported"),
-        ("RENAME COLUMN w", "expected TO"),
+        ("REPLACE COLUMNS (id long)", "InvalidOptionError: .*REPLACE COLUMNS is not supported"),
+        ("SET LOCATION '/tmp/elsewhere'", "InvalidOptionError: .*SET LOCATION is not supported"),
+        ("ALTER COLUMN w SET NOT NULL", "Cannot change nullable column to non-nullable: w"),
+        ("ALTER COLUMN w FIRST", "InvalidOptionError: .*cannot .*FIRST"),
+        ("RENAME COLUMN w", "PARSE_SYNTAX_ERROR"),
     ],
 )
 def test_refused_alter_statements_change_nothing(
@@ -205,7 +210,7 @@ def test_refused_alter_statements_change_nothing(
 ) -> None:
     name, uri = pets
     version = lance.dataset(uri).version
-    with pytest.raises(SqlSyntaxError, match=match):
+    with pytest.raises(PySparkException, match=match):
         spark.sql(f"ALTER TABLE {name} {statement}")
     assert lance.dataset(uri).version == version
     assert _agree(spark, name, uri) == ["id", "name", "w", "score", "note"]

@@ -184,7 +184,7 @@ def test_add_columns_refreshes_the_catalog(spark: SparkSession, pets: str) -> No
     row = spark.sql("SELECT note, score FROM pets WHERE id = 99").first()
     assert (row.note, row.score) == ("hello", 1.5)
     assert _count(spark, "SELECT count(*) FROM pets WHERE note IS NULL") == 15
-    with pytest.raises(Exception, match="'label' already exists"):
+    with pytest.raises(Exception, match="`label` already exists"):
         spark.sql("ALTER TABLE pets ADD COLUMNS (label STRING)")
 
 
@@ -389,7 +389,7 @@ def test_create_table_with_columns_and_no_rows_keeps_data_storage_version(
         assert [tuple(r) for r in spark.table("v21").collect()] == [(1, "a")]
     finally:
         spark.sql("DROP TABLE IF EXISTS v21")
-    with pytest.raises(InvalidOptionError, match="'V2' is not a Lance file format"):
+    with pytest.raises(AnalysisException, match="'V2' is not a Lance file format"):
         spark.sql(
             f"CREATE TABLE v21 (id BIGINT) USING lance LOCATION '{tmp_path}/bad.lance' "
             "OPTIONS (data_storage_version = 'V2')"
@@ -414,8 +414,9 @@ def test_create_table_as_select(spark: SparkSession, tmp_path: Path) -> None:
     spark.sql(f"CREATE TABLE IF NOT EXISTS ctas USING lance LOCATION '{uri}' AS SELECT 1 AS id")
     assert lance.dataset(uri).version == 1
     spark.sql("DROP TABLE ctas")
-    with pytest.raises(ValueError, match="already exists at"):
+    with pytest.raises(AnalysisException, match=r"TableAlreadyExistsError: .*already exists at"):
         spark.sql(f"CREATE TABLE ctas USING lance LOCATION '{uri}' AS SELECT 1 AS id")
+    assert not spark.catalog.tableExists("ctas") and lance.dataset(uri).version == 1
 
 
 def test_create_table_as_select_of_an_old_version(

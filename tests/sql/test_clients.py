@@ -269,3 +269,109 @@ def test_a_folder_of_lance_tables_as_a_catalog(sql_client: SqlClient, tmp_path: 
     assert rows_as_text(results[12]) == [("12",)]  # CTAS: 2 + 4 + 6
     assert _table_names(results[14]) == ["from_pylance", "pets"]
     assert not (root / "doubled.lance").exists()
+
+
+def _describe_value(rows: list[tuple[object, ...]], key: str) -> str:
+    """The value of ``key`` (``Location``, ``Type``) in DESCRIBE TABLE EXTENDED's rows."""
+    found = [str(r[1]).strip() for r in rows_as_text(rows) if str(r[0]).strip() == key]
+    assert found, rows
+    return found[0]
+
+
+def _local(location: str) -> Path:
+    return Path(location.removeprefix("file://").removeprefix("file:"))
+
+
+@pytest.mark.spark
+def test_ddl_is_the_session_catalogs(sql_client: SqlClient, tmp_path: Path) -> None:
+    """CREATE TABLE (columns, managed) makes the Lance table; RENAME TO moves a managed table
+    and DROP then deletes it, so the name can be created again; CTAS writes one version;
+    CREATE OR REPLACE keeps the history; ALTER TABLE (columns, properties with Spark's
+    literals, booleans included) changes Lance: in every client, checked with pylance."""
+    name = _table_name(sql_client, "ddl")
+    moved, ctas = f"{name}_moved", f"{name}_ctas"
+    ext = tmp_path / "ext.lance"
+    statements = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"DROP TABLE IF EXISTS {moved}",
+        f"DROP TABLE IF EXISTS {ctas}",
+        f"CREATE TABLE {name} (id BIGINT, label STRING) USING lance",
+        f"SELECT count(*) FROM {name}",  # 4
+        f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')",
+        f"DESCRIBE TABLE EXTENDED {name}",  # 6
+        f"ALTER TABLE {name} RENAME TO {moved}",
+        f"SELECT id, label FROM {moved} ORDER BY id",  # 8
+        f"DESCRIBE TABLE EXTENDED {moved}",  # 9
+        f"DROP TABLE {moved}",
+        f"CREATE TABLE {name} (x INT) USING lance",
+        f"SELECT count(*) FROM {name}",  # 12
+        f"DROP TABLE {name}",
+        f"CREATE TABLE {ctas} USING lance LOCATION '{ext}' AS SELECT id, 'v' AS s FROM range(3)",
+        f"DESCRIBE HISTORY {ctas}",  # 15
+        f"CREATE OR REPLACE TABLE {ctas} USING lance AS SELECT id * 10 AS id FROM range(2)",
+        f"ALTER TABLE {ctas} ADD COLUMNS (score DOUBLE COMMENT 'model score')",
+        f"ALTER TABLE {ctas} RENAME COLUMN id TO key",
+        f"ALTER TABLE {ctas} SET TBLPROPERTIES ('reviewed' = true, 'level' = 2)",
+        f"SHOW TBLPROPERTIES {ctas}",  # 20
+        f"SELECT key, score IS NULL FROM {ctas} ORDER BY key",  # 21
+        f"DROP TABLE {ctas}",
+    ]
+    try:
+        results = sql_client.sql_script(statements)
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            for table in (name, moved, ctas):
+                sql_client.sql(f"DROP TABLE IF EXISTS {table}")
+    assert rows_as_text(results[4]) == [("0",)]
+    assert rows_as_text(results[8]) == [("1", "a"), ("2", "b")]
+    first, second = (_local(_describe_value(results[i], "Location")) for i in (6, 9))
+    assert _describe_value(results[6], "Type") == "MANAGED"
+    assert first != second and second.name == moved.lower()
+    assert not second.exists()  # DROP of the moved managed table deleted its data
+    assert rows_as_text(results[12]) == [("0",)]
+    assert not first.exists()
+    # CTAS: one version; the replace: a new version of the same table (pylance).
+    assert [(r[0], r[2]) for r in rows_as_text(results[15])] == [("1", "CREATE TABLE")]
+    dataset = lance.dataset(str(ext))
+    assert dataset.to_table().to_pydict() == {"key": [0, 10], "score": [None, None]}
+    assert dataset.schema.field("score").metadata == {b"comment": b"model score"}
+    first_version = lance.dataset(str(ext), version=1).to_table().to_pydict()
+    assert first_version == {"id": [0, 1, 2], "s": ["v", "v", "v"]}
+    assert lance.dataset(str(ext), version=2).to_table().to_pydict() == {"id": [0, 10]}
+    assert dataset.config()["reviewed"] == "true" and dataset.config()["level"] == "2"
+    assert {("reviewed", "true"), ("level", "2")} <= set(rows_as_text(results[20]))
+    assert rows_as_text(results[21]) == [("0", "true"), ("10", "true")]
+
+
+@pytest.mark.spark
+def test_refused_ddl_changes_nothing(sql_client: SqlClient, tmp_path: Path) -> None:
+    """A CTAS with a property Lance cannot keep, a partitioned Lance table and ALTER TABLE
+    ... REPLACE COLUMNS fail with errors naming what is wrong; no table, entry or version is
+    left behind."""
+    path = tmp_path / "pets.lance"
+    _write_pets(path)
+    name = _table_name(sql_client, "refused")
+    setup = [f"DROP TABLE IF EXISTS {name}", f"DROP TABLE IF EXISTS {name}_new"]
+    cases = [
+        (
+            f"CREATE TABLE {name}_new USING lance TBLPROPERTIES ('enable_stable_row_ids' = "
+            "'true') AS SELECT 1 AS a",
+            "enable_stable_row_ids",
+        ),
+        (f"CREATE TABLE {name}_new (a INT, b INT) USING lance PARTITIONED BY (a)", "partitioned"),
+        (f"ALTER TABLE {name} REPLACE COLUMNS (a INT)", "REPLACE COLUMNS"),
+        (f"ALTER TABLE {name} ALTER COLUMN id SET NOT NULL", "non-nullable"),
+    ]
+    register = f"CREATE TABLE {name} USING lance LOCATION '{path}'"
+    try:
+        for statement, named in cases:
+            with pytest.raises(SqlClientError) as caught:
+                sql_client.sql_script([*setup, register, statement])
+            assert caught.value.statement == statement, str(caught.value)
+            assert named in caught.value.message, str(caught.value)
+        left = sql_client.sql_script([*setup, register, "SHOW TABLES"])[-1]
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    assert f"{name}_new" not in _table_names(left)
+    assert lance.dataset(str(path)).version == 1

@@ -98,12 +98,19 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
 
   @Override
   public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+    return newWriteBuilder(info, Map.of());
+  }
+
+  /** A write with {@code extra} options besides the catalog's (a staged create's OPTIONS). */
+  WriteBuilder newWriteBuilder(LogicalWriteInfo info, Map<String, String> extra) {
     if (pinned) {
       throw new UnsupportedOperationException(
           "a write into an old version of the Lance table " + name + ": write into the table "
               + "without VERSION AS OF / TIMESTAMP AS OF");
     }
-    return LanceWriteTable.served(python, name, writeOptions(), companionEnabled())
+    Map<String, String> options = new HashMap<>(extra);
+    options.putAll(writeOptions());
+    return LanceWriteTable.served(python, name, options, companionEnabled())
         .newWriteBuilder(info);
   }
 

@@ -36,6 +36,7 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Lance's procedures in {@link LanceSessionCatalog}: {@code CALL spark_catalog.system.history |
@@ -186,7 +187,48 @@ final class LanceProcedures {
     procedure.put("name", name);
     procedure.set("args", args);
     procedure.put("app_id", SparkSession.active().sparkContext().applicationId());
-    return new LancePlanner(python, new StructType(), new Filter[0], request).run().reply();
+    try {
+      return new LancePlanner(python, new StructType(), new Filter[0], request).run().reply();
+    } catch (Exception e) {  // Spark's AnalysisException, which Scala throws undeclared
+      String refused = lanceError(e);
+      if (refused == null) {
+        throw LanceProcedures.<RuntimeException>rethrow(e);
+      }
+      java.util.Map<String, String> parameters = java.util.Map.of(
+          "action", "run " + name + " in the", "type", PythonTableView.FORMAT, "msg", refused);
+      throw LanceProcedures.<RuntimeException>rethrow(new org.apache.spark.sql.AnalysisException(
+          "PYTHON_DATA_SOURCE_ERROR",
+          scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(parameters)),
+          Option.apply(e)));
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Exception> E rethrow(Exception e) throws E {
+    throw (E) e;
+  }
+
+  private static final java.util.regex.Pattern LANCE_ERROR =
+      java.util.regex.Pattern.compile("lance_spark\\.errors\\.(\\w+): ([^\\n]*)");
+
+  /**
+   * The error of lance_spark's hierarchy that Python raised ({@code "InvalidOptionError:
+   * message"}), or null: another failure. Spark reports a Python failure in a planner worker
+   * as the reader's ({@code PYTHON_DATA_SOURCE_ERROR: Failed to initialize Python data source
+   * reader}, with the traceback); a refused statement says only what is wrong.
+   */
+  static String lanceError(Throwable e) {
+    String found = null;
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      java.util.regex.Matcher m = LANCE_ERROR.matcher(String.valueOf(t.getMessage()));
+      while (m.find()) {
+        found = m.group(1) + ": " + m.group(2);
+      }
+      if (found != null) {
+        return found;
+      }
+    }
+    return null;
   }
 
   /** The rows of Python's reply (an Arrow IPC stream, base64) as a {@code LocalScan}. */

@@ -3,7 +3,9 @@ package lance_spark.companion;
 import java.net.URI;
 import java.time.Instant;
 import java.util.Arrays;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.stream.Collectors;
 import java.util.Map;
@@ -11,6 +13,7 @@ import java.util.Map;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
+import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension;
 import org.apache.spark.sql.connector.catalog.Identifier;
@@ -18,7 +21,12 @@ import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
 import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.StagedTable;
+import org.apache.spark.sql.connector.catalog.StagingTableCatalog;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCatalog;
+import org.apache.spark.sql.connector.catalog.TableChange;
+import org.apache.spark.sql.connector.catalog.TableInfo;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.catalog.V1Table;
 import org.apache.spark.sql.connector.expressions.Transform;
@@ -28,6 +36,10 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
@@ -60,6 +72,12 @@ import scala.jdk.javaapi.CollectionConverters;
  *       written.
  * </ul>
  *
+ * <p>Spark interface: {@code StagingTableCatalog} (public), with {@code createTable} and
+ * {@code alterTable}: the DDL of {@code USING lance} tables. The entry is the delegate's (so
+ * {@code DROP TABLE} and {@code RENAME TO} are Spark's own, managed or external); the Lance
+ * table at its location is created, replaced and altered in Python ({@code catalog.*}
+ * operations through {@link LanceProcedures#run}, the one bridge), in the same statement.
+ *
  * <p>Java decides nothing about Lance: the table's schema (of a version, a branch, a path) is
  * the Python data source's {@code schema()}, called through Spark's own runner
  * ({@code TableProvider.inferSchema} of the Python source); a version, a tag, a branch or a path
@@ -71,7 +89,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * provider by name), {@code PythonDataSourceV2} / {@code PythonTable} (the table and its write
  * builder), {@code CatalogTable} (provider, location, storage properties of a {@code V1Table}).
  */
-public class LanceSessionCatalog extends DelegatingCatalogExtension implements ProcedureCatalog {
+public class LanceSessionCatalog extends DelegatingCatalogExtension
+    implements ProcedureCatalog, StagingTableCatalog {
   /** The namespace of path identifiers: {@code lance.`/path/to/t.lance`}. */
   static final String PATH_NAMESPACE = "lance";
 
@@ -110,6 +129,361 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension implements P
     return namespace.length == 1 && LanceProcedures.NAMESPACE.equalsIgnoreCase(namespace[0])
         ? LanceProcedures.list()
         : new Identifier[0];
+  }
+
+  // --- DDL: CREATE, CTAS, REPLACE, ALTER of USING lance tables -------------------------------
+  // The catalog entry is the delegate's (Spark's own: DROP, RENAME TO, managed or external);
+  // the Lance table at its location is made and changed in Python, in the same statement.
+
+  /**
+   * {@code CREATE TABLE t (cols) USING lance [LOCATION]}: the entry, then the empty Lance table
+   * at its location (a table already there with these columns is registered as it is). With no
+   * columns ({@code CREATE TABLE t USING lance LOCATION} of an existing table), Spark's own:
+   * the delegate asks the Python source for the schema.
+   */
+  @Override
+  public Table createTable(Identifier ident, TableInfo info)
+      throws TableAlreadyExistsException, NoSuchNamespaceException {
+    if (isLance(info.properties()) && info.columns().length == 0
+        && !info.properties().containsKey(TableCatalog.PROP_LOCATION)) {
+      throw new IllegalArgumentException(
+          "CREATE TABLE " + ident + " USING lance needs columns, AS SELECT ..., or the LOCATION "
+              + "of an existing Lance table");
+    }
+    if (!isLance(info.properties()) || info.columns().length == 0) {
+      return super.createTable(ident, info);
+    }
+    refusePartitions(ident, info);
+    super.createTable(ident, info);
+    try {
+      CatalogTable entry = entry(ident);
+      ObjectNode args = createArgs(info, entry);
+      args.put("register", true);
+      python(entry, "create_table", args);
+    } catch (Exception e) {  // Python's refusal: an AnalysisException, thrown undeclared
+      super.dropTable(ident);  // a managed table's new folder goes too
+      throw LanceSessionCatalog.<RuntimeException>rethrow(e);
+    }
+    return loadOrFail(ident);
+  }
+
+  /** {@code CREATE TABLE ... AS SELECT}, {@code writeTo(t).create()}, {@code saveAsTable}. */
+  @Override
+  public StagedTable stageCreate(Identifier ident, TableInfo info)
+      throws TableAlreadyExistsException, NoSuchNamespaceException {
+    if (!isLance(info.properties())) {
+      Table created = super.createTable(ident, info);
+      return new LanceStagedTable(created, info.columns(), Map.of(), false, new LanceStagedTable.Stage() {
+        @Override
+        public void commit(boolean written) {}
+
+        @Override
+        public void abort() {
+          LanceSessionCatalog.super.dropTable(ident);
+        }
+      });
+    }
+    refusePartitions(ident, info);
+    String location = info.properties().get(TableCatalog.PROP_LOCATION);
+    // Before anything is made: the properties are ones Lance keeps, LOCATION holds no table.
+    ObjectNode check = LancePlanner.JSON.createObjectNode();
+    if (location != null) {
+      check.put("location", location);
+    }
+    check.set("properties", toJson(userProperties(info.properties())));
+    python(location == null ? "" : location, storageOptions(info.properties()), "check_create",
+        check);
+    super.createTable(ident, info);
+    try {
+      CatalogTable entry = entry(ident);
+      Table table = fromEntry(super.loadTable(ident), ident.toString(), null, null, null);
+      return staged(ident, info, entry, table, false, () -> super.dropTable(ident));
+    } catch (Exception e) {
+      super.dropTable(ident);
+      throw LanceSessionCatalog.<RuntimeException>rethrow(e);
+    }
+  }
+
+  /** {@code REPLACE TABLE}, {@code writeTo(t).replace()}. */
+  @Override
+  public StagedTable stageReplace(Identifier ident, TableInfo info)
+      throws NoSuchNamespaceException, NoSuchTableException {
+    Table existing = super.loadTable(ident);
+    return replace(ident, info, existing);
+  }
+
+  /**
+   * {@code CREATE OR REPLACE TABLE}, {@code writeTo(t).createOrReplace()},
+   * {@code saveAsTable} in mode overwrite.
+   */
+  @Override
+  public StagedTable stageCreateOrReplace(Identifier ident, TableInfo info)
+      throws NoSuchNamespaceException {
+    Table existing;
+    try {
+      existing = super.loadTable(ident);
+    } catch (NoSuchTableException e) {
+      existing = null;
+    }
+    try {
+      return existing == null ? stageCreate(ident, info) : replace(ident, info, existing);
+    } catch (TableAlreadyExistsException | NoSuchTableException e) {
+      throw LanceSessionCatalog.<RuntimeException>rethrow(e);  // another session's DDL, meanwhile
+    }
+  }
+
+  /**
+   * A Lance table stays where it is and gets a new version with the new rows and columns; a
+   * table of another provider is dropped, then created as a Lance table (Spark's own
+   * non-atomic replace: the session catalog cannot hold both).
+   */
+  private StagedTable replace(Identifier ident, TableInfo info, Table existing)
+      throws NoSuchNamespaceException, NoSuchTableException {
+    if (!isLance(info.properties())) {
+      throw new IllegalArgumentException(
+          "REPLACE TABLE " + ident + " USING " + info.properties().get(TableCatalog.PROP_PROVIDER)
+              + ": the session catalog replaces tables only USING lance (Spark's own session "
+              + "catalog does not replace tables)");
+    }
+    if (!(existing instanceof V1Table v1) || !isLance(v1.catalogTable())) {
+      super.dropTable(ident);
+      try {
+        return stageCreate(ident, info);
+      } catch (TableAlreadyExistsException e) {
+        throw LanceSessionCatalog.<RuntimeException>rethrow(e);
+      }
+    }
+    refusePartitions(ident, info);
+    CatalogTable entry = v1.catalogTable();
+    String given = info.properties().get(TableCatalog.PROP_LOCATION);
+    String current = location(entry.location());
+    if (given != null && !location(URI.create(given.contains(":") ? given : "file:" + given))
+        .equals(current)) {
+      throw new IllegalArgumentException(
+          "REPLACE TABLE " + ident + " LOCATION '" + given + "': the Lance table stays at '"
+              + current + "'; drop the LOCATION clause, or DROP TABLE and CREATE it there");
+    }
+    ObjectNode check = LancePlanner.JSON.createObjectNode();
+    check.set("properties", toJson(userProperties(info.properties())));
+    python(entry, "check_create", check);
+    Table table = fromEntry(existing, ident.toString(), null, null, null);
+    return staged(ident, info, entry, table, true, () -> {});
+  }
+
+  private StagedTable staged(
+      Identifier ident, TableInfo info, CatalogTable entry, Table table, boolean replace,
+      Runnable onAbort) {
+    Map<String, String> options = new HashMap<>(writeOptions(info.properties()));
+    if (replace) {
+      options.put("overwriteSchema", "true");
+    }
+    return new LanceStagedTable(table, info.columns(), options, replace, new LanceStagedTable.Stage() {
+      @Override
+      public void commit(boolean written) {
+        ObjectNode args = createArgs(info, entry);
+        if (replace && !written) {
+          args.put("replace", true);  // REPLACE TABLE t (cols): empty, with the new columns
+          python(entry, "create_table", args);
+        } else if (!userProperties(info.properties()).isEmpty()) {
+          python(entry, "set_table_properties", args);
+        }
+      }
+
+      @Override
+      public void abort() {
+        onAbort.run();
+      }
+    });
+  }
+
+  /**
+   * {@code ALTER TABLE} of a Lance table: the changes are made to the Lance table (Python);
+   * the entry keeps the properties in step (SHOW TBLPROPERTIES shows the entry's). Columns are
+   * always Lance's: the catalog asks Lance for them at every load.
+   */
+  @Override
+  public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
+    Table existing;
+    try {
+      existing = super.loadTable(ident);
+    } catch (NoSuchTableException | RuntimeException e) {
+      existing = null;  // maybe a path identifier or a branch
+    }
+    boolean entry = existing instanceof V1Table v1 && isLance(v1.catalogTable());
+    if (existing != null && !entry) {
+      return super.alterTable(ident, changes);
+    }
+    Table lance = entry
+        ? fromEntry(existing, ident.toString(), null, null, null)
+        : notInCatalog(ident, null, null);
+    if (!(lance instanceof LanceCatalogTable table)) {
+      throw new NoSuchTableException(ident);
+    }
+    ArrayNode json = LancePlanner.JSON.createArrayNode();
+    List<TableChange> properties = new ArrayList<>();
+    for (TableChange change : changes) {
+      json.add(changeJson(change));
+      if (change instanceof TableChange.SetProperty || change instanceof TableChange.RemoveProperty) {
+        properties.add(change);
+      }
+    }
+    Map<String, String> options = table.writeOptions();
+    ObjectNode args = LancePlanner.JSON.createObjectNode();
+    args.put("location", options.get(LanceWriteTable.PATH));
+    if (options.containsKey(BRANCH)) {
+      args.put("branch", options.get(BRANCH));
+    }
+    args.set("changes", json);
+    LanceProcedures.run(options, "catalog.alter_table", args);
+    if (entry && !properties.isEmpty()) {
+      super.alterTable(ident, properties.toArray(new TableChange[0]));  // SHOW TBLPROPERTIES
+    }
+    return loadTable(ident);
+  }
+
+  private static ObjectNode changeJson(TableChange change) {
+    ObjectNode out = LancePlanner.JSON.createObjectNode();
+    if (change instanceof TableChange.SetProperty set) {
+      out.put("kind", "set_property").put("key", set.property()).put("value", set.value());
+    } else if (change instanceof TableChange.RemoveProperty remove) {
+      out.put("kind", "remove_property").put("key", remove.property());
+    } else if (change instanceof TableChange.AddColumn add) {
+      out.put("kind", "add_column").put("type", add.dataType().json())
+          .put("nullable", add.isNullable()).put("comment", add.comment());
+      out.set("path", toJson(add.fieldNames()));
+      if (add.position() != null) {
+        out.put("position", add.position().toString());
+      }
+    } else if (change instanceof TableChange.RenameColumn rename) {
+      out.put("kind", "rename_column").put("new", rename.newName());
+      out.set("path", toJson(rename.fieldNames()));
+    } else if (change instanceof TableChange.DeleteColumn delete) {
+      out.put("kind", "delete_column").put("if_exists", Boolean.TRUE.equals(delete.ifExists()));
+      out.set("path", toJson(delete.fieldNames()));
+    } else if (change instanceof TableChange.UpdateColumnType type) {
+      out.put("kind", "update_type").put("type", type.newDataType().json());
+      out.set("path", toJson(type.fieldNames()));
+    } else if (change instanceof TableChange.UpdateColumnComment comment) {
+      out.put("kind", "update_comment").put("comment", comment.newComment());
+      out.set("path", toJson(comment.fieldNames()));
+    } else if (change instanceof TableChange.UpdateColumnNullability nullability) {
+      out.put("kind", "update_nullability").put("nullable", nullability.nullable());
+      out.set("path", toJson(nullability.fieldNames()));
+    } else {
+      out.put("kind", "unsupported").put("description", change.toString());
+    }
+    return out;
+  }
+
+  private static ArrayNode toJson(String[] parts) {
+    ArrayNode out = LancePlanner.JSON.createArrayNode();
+    for (String part : parts) {
+      out.add(part);
+    }
+    return out;
+  }
+
+  private static ObjectNode toJson(Map<String, String> map) {
+    ObjectNode out = LancePlanner.JSON.createObjectNode();
+    map.forEach(out::put);
+    return out;
+  }
+
+  private static void refusePartitions(Identifier ident, TableInfo info) {
+    if (info.partitions().length > 0) {
+      throw new IllegalArgumentException(
+          "Lance tables are not partitioned (" + ident + "): drop PARTITIONED BY; a scalar "
+              + "index makes filters on a column fast");
+    }
+  }
+
+  private CatalogTable entry(Identifier ident) {
+    try {
+      Table table = super.loadTable(ident);
+      return ((V1Table) table).catalogTable();
+    } catch (NoSuchTableException e) {
+      throw new IllegalStateException("the catalog entry of " + ident + " is gone", e);
+    }
+  }
+
+  private Table loadOrFail(Identifier ident) {
+    try {
+      return loadTable(ident);
+    } catch (NoSuchTableException e) {
+      throw new IllegalStateException("the catalog entry of " + ident + " is gone", e);
+    }
+  }
+
+  /** The arguments of Python's create_table for {@code info} at {@code entry}'s location. */
+  private static ObjectNode createArgs(TableInfo info, CatalogTable entry) {
+    ObjectNode args = LancePlanner.JSON.createObjectNode();
+    args.put("location", location(entry.location()));
+    args.put("schema", info.schema().json());
+    args.set("options", toJson(writeOptions(info.properties())));
+    args.set("properties", toJson(userProperties(info.properties())));
+    return args;
+  }
+
+  /** The statement's OPTIONS ({@code option.<key>} in the table's properties). */
+  private static Map<String, String> writeOptions(Map<String, String> properties) {
+    Map<String, String> out = new HashMap<>();
+    properties.forEach((key, value) -> {
+      if (key.startsWith(TableCatalog.OPTION_PREFIX)) {
+        out.put(key.substring(TableCatalog.OPTION_PREFIX.length()), value);
+      }
+    });
+    return out;
+  }
+
+  private static Map<String, String> storageOptions(Map<String, String> properties) {
+    Map<String, String> out = new HashMap<>();
+    writeOptions(properties).forEach((key, value) -> {
+      if (key.toLowerCase(Locale.ROOT).startsWith(STORAGE_PREFIX)) {
+        out.put(key, value);
+      }
+    });
+    return out;
+  }
+
+  // Spark's reserved table properties (CatalogV2Util.TABLE_RESERVED_PROPERTIES, internal).
+  private static final java.util.Set<String> RESERVED = java.util.Set.of(
+      TableCatalog.PROP_PROVIDER, TableCatalog.PROP_LOCATION, TableCatalog.PROP_COMMENT,
+      TableCatalog.PROP_OWNER, TableCatalog.PROP_EXTERNAL, TableCatalog.PROP_IS_MANAGED_LOCATION,
+      TableCatalog.PROP_COLLATION, TableCatalog.PROP_TABLE_TYPE);
+
+  /** TBLPROPERTIES: the table's properties that are not Spark's reserved ones or OPTIONS. */
+  private static Map<String, String> userProperties(Map<String, String> properties) {
+    Map<String, String> out = new HashMap<>();
+    properties.forEach((key, value) -> {
+      // Spark gives each OPTIONS entry twice: "option.<key>", and "<key>" for V1 sources.
+      if (!key.startsWith(TableCatalog.OPTION_PREFIX) && !RESERVED.contains(key)
+          && !properties.containsKey(TableCatalog.OPTION_PREFIX + key)) {
+        out.put(key, value);
+      }
+    });
+    return out;
+  }
+
+  private JsonNode python(CatalogTable entry, String operation, ObjectNode args) {
+    Map<String, String> storage = new HashMap<>();
+    CollectionConverters.asJava(entry.storage().properties()).forEach((key, value) -> {
+      if (key.toLowerCase(Locale.ROOT).startsWith(STORAGE_PREFIX)) {
+        storage.put(key, value);
+      }
+    });
+    return python(location(entry.location()), storage, operation, args);
+  }
+
+  private static JsonNode python(
+      String location, Map<String, String> storage, String operation, ObjectNode args) {
+    Map<String, String> options = new HashMap<>(storage);
+    options.put(LanceWriteTable.PATH, location);
+    return LanceProcedures.run(options, "catalog." + operation, args);
+  }
+
+  private static boolean isLance(Map<String, String> properties) {
+    String provider = properties.get(TableCatalog.PROP_PROVIDER);
+    return provider != null && PythonTableView.FORMAT.equalsIgnoreCase(provider);
   }
 
   /**
