@@ -232,7 +232,7 @@ def test_a_folder_of_lance_tables_as_a_catalog(sql_client: SqlClient, tmp_path: 
     """``LanceFolderCatalog`` over a folder in LanceDB's layout (``<root>/<name>.lance``), no
     metastore, in every client: a table written by pylance is listed and read; tables created
     by SQL (columns, CTAS, in a namespace) are Lance tables pylance opens there; DROP removes
-    one."""
+    one; ALTER TABLE changes the Lance table."""
     root = tmp_path / "db"
     root.mkdir()
     lance.write_dataset(
@@ -256,11 +256,14 @@ def test_a_folder_of_lance_tables_as_a_catalog(sql_client: SqlClient, tmp_path: 
             f"SELECT sum(id) FROM {catalog}.doubled",
             f"DROP TABLE {catalog}.doubled",
             f"SHOW TABLES IN {catalog}",
+            f"ALTER TABLE {catalog}.pets ADD COLUMNS (score DOUBLE)",
+            f"ALTER TABLE {catalog}.pets RENAME COLUMN name TO label",
+            f"SELECT id, label, score IS NULL FROM {catalog}.pets ORDER BY id",
         ]
     )
     assert _table_names(results[2]) == ["from_pylance"]
     assert rows_as_text(results[3]) == [("6",)]
-    pets = lance.dataset(str(root / "pets.lance")).to_table().sort_by("id")
+    pets = lance.dataset(str(root / "pets.lance"), version=2).to_table().sort_by("id")
     assert pets.to_pydict() == {"id": [1, 2], "name": ["a", "b"]}
     assert lance.dataset(str(root / "team" / "small.lance")).to_table()["x"].to_pylist() == [7]
     assert _table_names(results[9]) == ["doubled", "from_pylance", "pets"]
@@ -269,6 +272,9 @@ def test_a_folder_of_lance_tables_as_a_catalog(sql_client: SqlClient, tmp_path: 
     assert rows_as_text(results[12]) == [("12",)]  # CTAS: 2 + 4 + 6
     assert _table_names(results[14]) == ["from_pylance", "pets"]
     assert not (root / "doubled.lance").exists()
+    # ALTER TABLE changes the Lance table in the folder (pylance sees it).
+    assert lance.dataset(str(root / "pets.lance")).schema.names == ["id", "label", "score"]
+    assert rows_as_text(results[17]) == [("1", "a", "true"), ("2", "b", "true")]
 
 
 def _describe_value(rows: list[tuple[object, ...]], key: str) -> str:

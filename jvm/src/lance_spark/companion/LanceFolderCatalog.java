@@ -179,11 +179,20 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
     }
   }
 
+  /**
+   * {@code ALTER TABLE}: the changes are made to the Lance table (Python), as the session
+   * catalog's; a folder catalog keeps nothing else.
+   */
   @Override
-  public Table alterTable(Identifier ident, TableChange... changes) {
-    throw new UnsupportedOperationException(
-        "ALTER TABLE on the Lance folder catalog " + name + " (" + ident + "): use "
-            + "lance_spark.LanceTable.forPath(spark, '" + location(ident) + "')");
+  public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
+    String location = location(ident);
+    if (!exists(location)) {
+      throw new NoSuchTableException(ident);
+    }
+    ObjectNode args = LancePlanner.JSON.createObjectNode().put("location", location);
+    args.set("changes", LanceSessionCatalog.changesJson(changes));
+    python("alter_table", args);
+    return loadTable(ident);
   }
 
   @Override

@@ -319,10 +319,9 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     if (!(lance instanceof LanceCatalogTable table)) {
       throw new NoSuchTableException(ident);
     }
-    ArrayNode json = LancePlanner.JSON.createArrayNode();
+    ArrayNode json = changesJson(changes);
     List<TableChange> properties = new ArrayList<>();
     for (TableChange change : changes) {
-      json.add(changeJson(change));
       if (change instanceof TableChange.SetProperty || change instanceof TableChange.RemoveProperty) {
         properties.add(change);
       }
@@ -339,6 +338,15 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
       super.alterTable(ident, properties.toArray(new TableChange[0]));  // SHOW TBLPROPERTIES
     }
     return loadTable(ident);
+  }
+
+  /** Spark's table changes as Python's {@code alter_table} takes them. */
+  static ArrayNode changesJson(TableChange... changes) {
+    ArrayNode json = LancePlanner.JSON.createArrayNode();
+    for (TableChange change : changes) {
+      json.add(changeJson(change));
+    }
+    return json;
   }
 
   private static ObjectNode changeJson(TableChange change) {
