@@ -24,6 +24,7 @@ from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableAlr
 from lance_spark.source import dataset, staging
 from lance_spark.source import writer as _writer
 from lance_spark.source.options import parse_write_options
+from lance_spark.source.writer import COMMENT_KEY
 from lance_spark.table.context import TableContext
 from lance_spark.table.schema import (
     add_columns,
@@ -233,11 +234,11 @@ def _add_columns(table: TableContext, changes: list[Mapping[str, Any]]) -> None:
                 f"ALTER TABLE ADD COLUMNS {path} {change['position']}: new columns of a Lance "
                 "table come last (no FIRST / AFTER)"
             )
-        fields.append(StructField(path, _parse_datatype_json_string(str(change["type"])), True))
+        comment = change.get("comment")
+        metadata = {} if comment is None else {COMMENT_KEY: str(comment)}
+        data_type = _parse_datatype_json_string(str(change["type"]))
+        fields.append(StructField(path, data_type, True, metadata))
     add_columns(table, StructType(fields))
-    for change in changes:
-        if change.get("comment") is not None:
-            alter_column(table, str(change["path"][0]), comment=str(change["comment"]))
 
 
 def _alter(table: TableContext, change: Mapping[str, Any]) -> None:

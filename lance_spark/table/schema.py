@@ -19,7 +19,7 @@ from pyspark.sql.types import DataType, StructType
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, SchemaMismatchError
 from lance_spark.source import types as _types
 from lance_spark.source.options import DATA_STORAGE_VERSION, ENABLE_STABLE_ROW_IDS
-from lance_spark.source.writer import COMMENT_KEY
+from lance_spark.source.writer import COMMENT_KEY, with_comments
 from lance_spark.table.catalog import RESERVED_PROPERTIES
 from lance_spark.table.context import TableContext
 
@@ -55,7 +55,8 @@ def rename_column(table: TableContext, old: str, new: str) -> None:
 
 
 def add_columns(table: TableContext, columns: StructType) -> None:
-    """``ALTER TABLE ... ADD COLUMNS``: all-null columns, a metadata-only Lance commit."""
+    """``ALTER TABLE ... ADD COLUMNS``: all-null columns, with their comments (``comment`` in
+    a field's metadata), one metadata-only Lance commit."""
     ds = table.open()
     existing = {n.lower() for n in ds.schema.names}
     clash = [f.name for f in columns.fields if f.name.lower() in existing]
@@ -68,7 +69,10 @@ def add_columns(table: TableContext, columns: StructType) -> None:
     fields = _types.arrow_schema_for_new_table(
         pa.schema([f.remove_metadata() for f in arrow]), vector_sizes={}
     )
-    ds.add_columns(_types.nullable_schema(fields))
+    comments = {
+        f.name: str(f.metadata[COMMENT_KEY]) for f in columns.fields if COMMENT_KEY in f.metadata
+    }
+    ds.add_columns(with_comments(_types.nullable_schema(fields), comments))
 
 
 def drop_columns(table: TableContext, names: Sequence[str], *, if_exists: bool = False) -> int:
