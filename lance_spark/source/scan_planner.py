@@ -31,6 +31,7 @@ from typing import IO, Any
 
 from pyspark import serializers
 from pyspark.logger.worker_io import capture_outputs
+from pyspark.sql.datasource import DataSourceReader
 from pyspark.sql.types import StructType, _parse_datatype_json_string
 from pyspark.sql.worker.data_source_pushdown_filters import FilterRef, deserializeFilter
 from pyspark.sql.worker.plan_data_source_read import write_read_func_and_partitions
@@ -112,8 +113,11 @@ def answer(
     return pushed, scan, reply
 
 
-# Runs a procedure on the table a data source reads; its JSON reply (see main).
-ProcedureRunner = Callable[[LanceDataSource, dict[str, Any]], dict[str, Any]]
+# Runs a procedure on the table a data source reads: its JSON reply, and the reader of the
+# Spark job it asks for (whose read function and partitions go back as a scan's do), if any.
+ProcedureRunner = Callable[
+    [LanceDataSource, dict[str, Any]], tuple[dict[str, Any], DataSourceReader | None]
+]
 
 
 def _main(infile: IO[bytes], outfile: IO[bytes], procedures: ProcedureRunner | None) -> None:
@@ -138,19 +142,26 @@ def _main(infile: IO[bytes], outfile: IO[bytes], procedures: ProcedureRunner | N
         if request.procedure is not None:
             if procedures is None:
                 raise LanceSparkError("this planner worker runs no procedures")
-            no_filters: list[int] = []
-            pushed, scan, reply = no_filters, None, procedures(data_source, request.procedure)
+            reply, job = procedures(data_source, request.procedure)
+            pushed: list[int] = []
+            read: tuple[DataSourceReader, StructType] | None = None
+            if job is not None:
+                job_schema = _parse_datatype_json_string(reply["job"]["schema"])
+                if not isinstance(job_schema, StructType):
+                    raise LanceSparkError(f"a procedure's job has no row schema: {job_schema}")
+                read = (job, job_schema)
         else:
             pushed, scan, reply = answer(data_source, schema, filters, request)
-        if scan is None:
+            read = None if scan is None else (scan, scan.output_schema)
+        if read is None:
             _write_int(0, outfile)  # an empty read function
             _write_int(0, outfile)  # and no partitions
         else:
             write_read_func_and_partitions(
                 outfile,
-                reader=scan,
+                reader=read[0],
                 data_source=data_source,
-                schema=scan.output_schema,
+                schema=read[1],
                 max_arrow_batch_size=max_arrow_batch_size,
                 binary_as_bytes=binary_as_bytes,
             )

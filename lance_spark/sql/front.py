@@ -12,11 +12,11 @@ Handled now:
 - The companion's statements (DESCRIBE HISTORY, RESTORE, ...), handed to its parser: a
   running classic session keeps the parser it was built with.
 
-- MERGE / UPDATE / DELETE (:mod:`lance_spark.sql.dml`) and the commands of
-  :mod:`lance_spark.sql.commands`.
+- MERGE / UPDATE / DELETE (:mod:`lance_spark.sql.dml`).
 
-CREATE / CTAS / REPLACE / DROP / ALTER TABLE of Lance tables are Spark's own statements, done
-by the companion's session catalog (``LanceSessionCatalog``) for every client.
+CREATE / CTAS / REPLACE / DROP / ALTER TABLE, CREATE / DROP INDEX, SHOW TBLPROPERTIES and
+DESCRIBE of Lance tables are Spark's own statements, done by the companion's session catalog
+(``LanceSessionCatalog``) for every client; OPTIMIZE is one of the companion's statements.
 """
 
 from __future__ import annotations
@@ -65,13 +65,10 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
 
 def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:
     """Run ``text`` when it is a Lance statement; None leaves it to Spark. MERGE / UPDATE /
-    DELETE and the Delta-style commands are first recognised from their tokens."""
-    from lance_spark.sql import commands, dml
+    DELETE are first recognised from their tokens."""
+    from lance_spark.sql import dml
 
     call = companion_statement(spark, text)
     if call is not None:  # the companion's statements (see companion_statement)
         return run(call)
-    result = dml.run_statement(spark, run, text)
-    if result is None:
-        result = commands.run_statement(spark, run, text)
-    return result
+    return dml.run_statement(spark, run, text)

@@ -1,7 +1,7 @@
 """``spark.sql(text, args=...)``: parameter markers bound as SQL literals for the front.
 
 Spark binds ``:name`` / ``?`` markers in its own parser, which never sees the statements the
-front runs itself (MERGE, UPDATE, DELETE, the Delta-style commands on Lance tables). For
+front runs itself (MERGE, UPDATE, DELETE, on Lance tables). For
 those, :func:`bind` writes each marker's value into the text as a literal (only markers,
 found with sqlglot's tokens, so a ``':name'`` inside a string stays). Values that have no
 literal form (a ``Column``, a list) leave the statement to Spark with its ``args``.

@@ -216,6 +216,9 @@ def _lance_operation_name(tx: lance.Transaction, version: int) -> str:
         return "UNKNOWN"  # fragment-id reservation): say so rather than guess
     if kind == "Overwrite" and (version == 1 or not tx.read_version):
         return "CREATE TABLE"
+    op: Any = tx.operation
+    if kind == "CreateIndex" and not op.new_indices and op.removed_indices:
+        return "DROP INDEX"  # Lance drops an index with a CreateIndex that adds none
     if kind in _OPERATION_NAMES:
         return _OPERATION_NAMES[kind]
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", kind).upper() or "UNKNOWN"

@@ -8,7 +8,9 @@ fragments of one Lance compaction task, the driver commits one version.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
@@ -35,6 +37,7 @@ from lance_spark.table.context import TableContext
 
 SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")
 VECTOR_INDEX_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ")
+DEFAULT_INDEX_TYPE = "BTREE"  # CREATE INDEX without USING
 
 INDICES_SCHEMA = StructType(
     [
@@ -100,13 +103,19 @@ class LanceOptimizeBuilder:
 
             t.optimize().executeCompaction(targetRowsPerFragment=1_000_000).show()
         """
-        target = _target_rows(targetRowsPerFragment, target_rows_per_fragment)
+        target = target_rows(targetRowsPerFragment, target_rows_per_fragment)
         done = compact(self._table, target_rows_per_fragment=target)
-        row = (*(int(done.metrics[k]) for k in COMPACTION_METRICS), done.version)
-        return self._table.spark.createDataFrame([row], COMPACTION_SCHEMA)
+        return self._table.spark.createDataFrame([compaction_row(done)], COMPACTION_SCHEMA)
 
 
-def _target_rows(camel: int | None, snake: int | None) -> int | None:
+def target_rows(
+    camel: int | None,
+    snake: int | None,
+    *,
+    what: str = "executeCompaction targetRowsPerFragment (target_rows_per_fragment)",
+) -> int | None:
+    """The target of ``executeCompaction`` (and of the ``optimize`` procedure, ``what``
+    naming its argument), checked."""
     if camel is not None and snake is not None and camel != snake:
         raise InvalidOptionError(
             f"executeCompaction got targetRowsPerFragment={camel} and "
@@ -116,10 +125,7 @@ def _target_rows(camel: int | None, snake: int | None) -> int | None:
     if target is None:
         return None
     if isinstance(target, bool) or not isinstance(target, int) or target < 1:
-        raise InvalidOptionError(
-            f"executeCompaction targetRowsPerFragment (target_rows_per_fragment)={target!r} "
-            "must be a whole number of rows, at least 1"
-        )
+        raise InvalidOptionError(f"{what}={target!r} must be a whole number of rows, at least 1")
     return target
 
 
@@ -132,39 +138,94 @@ def compact(
     tasks wrote."""
 
     def attempt() -> _compaction.Compacted:
-        ds = table.open()
-        planned = _compaction.plan(ds, target_rows_per_fragment)
-        if not planned.tasks:
+        started = begin_compaction(table, target_rows_per_fragment)
+        if started is None:
             return _compaction.Compacted()
-        storage = dict(table.storage)
-        with StagedJob.begin(table.uri, read_version=planned.read_version, storage=storage) as job:
-            rows = table.spark.range(0, len(planned.tasks), 1, numPartitions=len(planned.tasks))
-            task = _compaction_task(table.uri, planned, storage, job.job_id)
-            done = _jobs.run_tasks(rows, task)
-            return _compaction.commit_rewrites(
-                table.uri, planned, done.rewrites, storage=storage, app_id=table.app_id, auto=auto
-            )
+        with started.job:
+            count = len(started.planned.tasks)
+            rows = table.spark.range(0, count, 1, numPartitions=count)
+            done = _jobs.run_tasks(rows, started.task())
+            return started.commit(done, auto=auto)
 
     return _jobs.with_retry(attempt)
 
 
-def _compaction_task(
-    uri: str, planned: _compaction.Planned, storage: dict[str, str], job_id: str
-) -> _jobs.Task:
-    """Each Spark task gets the numbers of its Lance tasks (one, from ``range``)."""
+@dataclass(frozen=True)
+class CompactionAttempt:
+    """One attempt of a compaction: Lance's plan and the staged job its tasks write in. Its
+    parts are JSON (:meth:`state`), so an attempt begun in one Python process (a procedure
+    of the companion) is committed in another."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
-        for batch in batches:
-            for number in batch.column(0).to_pylist():
-                yield _compaction.execute_task(
-                    uri,
-                    planned.read_version,
-                    planned.tasks[number],
-                    storage=storage,
-                    job_id=job_id,
-                )
+    table: TableContext
+    planned: _compaction.Planned
+    job: StagedJob
 
-    return run
+    def task(self) -> _jobs.Task:
+        """The Spark task: each gets the numbers of its Lance tasks (one, from ``range``)."""
+        uri, planned, storage, job_id = (
+            self.table.uri,
+            self.planned,
+            dict(self.table.storage),
+            self.job.job_id,
+        )
+
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
+            for batch in batches:
+                for number in batch.column(0).to_pylist():
+                    yield _compaction.execute_task(
+                        uri,
+                        planned.read_version,
+                        planned.tasks[number],
+                        storage=storage,
+                        job_id=job_id,
+                    )
+
+        return run
+
+    def commit(self, done: TaskResult, *, auto: bool = False) -> _compaction.Compacted:
+        """Commit what the tasks rewrote (``done``: the job's results combined) as one
+        version; the staged job is the caller's to finish or abort."""
+        return _compaction.commit_rewrites(
+            self.table.uri,
+            self.planned,
+            done.rewrites,
+            storage=dict(self.table.storage),
+            app_id=self.table.app_id,
+            auto=auto,
+        )
+
+    def state(self) -> dict[str, Any]:
+        return {"planned": dataclasses.asdict(self.planned), "job_id": self.job.job_id}
+
+    @classmethod
+    def of_state(cls, table: TableContext, state: dict[str, Any]) -> CompactionAttempt:
+        planned = dict(state["planned"])
+        planned["tasks"] = tuple(planned["tasks"])
+        read = _compaction.Planned(**planned)
+        job = StagedJob(
+            table.uri, read.read_version, dict(table.storage), job_id=str(state["job_id"])
+        )
+        return cls(table, read, job)
+
+
+def begin_compaction(
+    table: TableContext, target_rows_per_fragment: int | None
+) -> CompactionAttempt | None:
+    """Lance's plan for the table's latest version and the job its tasks write in (opened);
+    None when there is nothing to compact."""
+    planned = _compaction.plan(table.open(), target_rows_per_fragment)
+    if not planned.tasks:
+        return None
+    storage = dict(table.storage)
+    job = StagedJob.begin(table.uri, read_version=planned.read_version, storage=storage)
+    return CompactionAttempt(table, planned, job)
+
+
+def compaction_row(done: _compaction.Compacted | None) -> tuple[Any, ...]:
+    """``done`` as a row of :data:`COMPACTION_SCHEMA` (None: nothing to compact)."""
+    if done is None:
+        done = _compaction.Compacted()
+    return (*(int(done.metrics[k]) for k in COMPACTION_METRICS), done.version)
 
 
 def auto_compact(
@@ -280,11 +341,15 @@ def create_index(
 
 
 def list_indices(table: TableContext) -> DataFrame:
-    rows = [
+    return table.spark.createDataFrame(index_rows(table), INDICES_SCHEMA)
+
+
+def index_rows(table: TableContext) -> list[tuple[Any, ...]]:
+    """The table's indexes as rows of :data:`INDICES_SCHEMA`, by name."""
+    return [
         (d.name, [str(c) for c in d.field_names], str(d.index_type))
         for d in sorted(table.open().describe_indices(), key=lambda d: str(d.name))
     ]
-    return table.spark.createDataFrame(rows, INDICES_SCHEMA)
 
 
 def drop_index(table: TableContext, name: str) -> None:

@@ -9,20 +9,29 @@ it (the ``lance`` data source with its options: location, branch, storage) and t
 arguments. There is no Spark session in that worker: each procedure does its work with pylance
 and returns its rows, which travel back as one Arrow IPC stream. The table API
 (:class:`~lance_spark.table.LanceTable`) runs the same engines.
+
+A procedure whose work is a Spark job (``optimize``: one Spark task per Lance compaction task)
+returns a :class:`Job` instead: the companion runs its reader's partitions as a Spark job
+(:class:`~lance_spark.table.jobs.TaskReader`) and calls the procedure again with the job's
+state and results (``resume``), or with no results when the job failed, so the procedure
+deletes what it staged. The procedure then commits and returns its rows, or a new job (a
+retryable conflict: the attempt is redone, as :func:`~lance_spark.table.jobs.with_retry` does).
 """
 
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
-from lance_spark.errors import InvalidOptionError
+from lance_spark.errors import CommitConflictError, InvalidOptionError
 from lance_spark.source import dataset
 from lance_spark.source.datasource import LanceDataSource, _normalise_uri
 from lance_spark.source.options import (
@@ -30,10 +39,30 @@ from lance_spark.source.options import (
     VERSION_AS_OF,
     parse_read_options,
 )
-from lance_spark.table import branches, detail, folder_catalog, history, maintenance
+from lance_spark.table import branches, catalog, detail, folder_catalog, history, maintenance
+from lance_spark.table import jobs as _jobs
 from lance_spark.table.context import TableContext
 
 Rows = list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A Spark job a procedure needs before it can finish (see the module doc)."""
+
+    reader: _jobs.TaskReader
+    state: dict[str, Any]  # JSON: given back with the job's results
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A procedure's second call: its job's ``state`` and ``results`` (None: the job failed)."""
+
+    state: Mapping[str, Any]
+    results: list[bytes] | None
+
+
+Outcome = tuple[StructType, Rows] | Job
 
 
 def _history(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
@@ -96,7 +125,66 @@ def _branches(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType,
     return branches.BRANCHES_SCHEMA, branches.branch_rows(table)
 
 
+def _optimize(table: TableContext, args: Mapping[str, Any], resume: Resume | None) -> Outcome:
+    if resume is None:
+        target = maintenance.target_rows(
+            None, args.get("target_rows_per_fragment"), what="optimize target_rows_per_fragment"
+        )
+        return _compaction_attempt(table, target, number=1)
+    attempt = maintenance.CompactionAttempt.of_state(table, resume.state["compaction"])
+    if resume.results is None:
+        attempt.job.abort()  # the Spark job failed: the companion raises its error
+        return NO_ROWS
+    try:
+        with attempt.job:
+            done = attempt.commit(_jobs.results_of(resume.results))
+    except CommitConflictError as err:
+        number = int(resume.state["attempt"])
+        _jobs.give_up(err, number)  # raises when no attempt is left
+        time.sleep(_jobs.RETRY.pause(number + 1))
+        return _compaction_attempt(
+            table, attempt.planned.target_rows_per_fragment, number=number + 1
+        )
+    return maintenance.COMPACTION_SCHEMA, [maintenance.compaction_row(done)]
+
+
+def _compaction_attempt(table: TableContext, target: int | None, *, number: int) -> Outcome:
+    started = maintenance.begin_compaction(table, target)
+    if started is None:
+        return maintenance.COMPACTION_SCHEMA, [maintenance.compaction_row(None)]
+    reader = _jobs.TaskReader(len(started.planned.tasks), started.task())
+    return Job(reader, {"compaction": started.state(), "attempt": number})
+
+
+def _create_index(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    params = {str(k): v for k, v in dict(args.get("params") or {}).items()}
+    maintenance.create_index(
+        table,
+        str(args["column"]),
+        str(args.get("type") or maintenance.DEFAULT_INDEX_TYPE),
+        name=None if args.get("index") is None else str(args["index"]),
+        **params,
+    )
+    return NO_ROWS
+
+
+def _drop_index(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    maintenance.drop_index(table, str(args["index"]))
+    return NO_ROWS
+
+
+def _properties(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    return PROPERTIES_SCHEMA, sorted(catalog.properties(table.open()).items())
+
+
+def _indexes(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    return maintenance.INDICES_SCHEMA, maintenance.index_rows(table)
+
+
 NO_ROWS: tuple[StructType, Rows] = (StructType([]), [])
+PROPERTIES_SCHEMA = StructType(
+    [StructField("key", StringType(), False), StructField("value", StringType(), False)]
+)
 CATALOG_PREFIX = "catalog."
 
 PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructType, Rows]]] = {
@@ -109,12 +197,25 @@ PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructTy
     "create_branch": _create_branch,
     "drop_branch": _drop_branch,
     "branches": _branches,
+    "create_index": _create_index,
+    "drop_index": _drop_index,
+    "indexes": _indexes,
+    "properties": _properties,
+}
+
+# Procedures whose work is a Spark job (see the module doc).
+JOB_PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any], Resume | None], Outcome]] = {
+    "optimize": _optimize,
 }
 
 
-def run(source: LanceDataSource, call: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the procedure ``call`` (``{"name", "args", "app_id"}``) on the table ``source``
-    reads; the JSON reply: the result's Spark schema and its rows as base64 Arrow IPC."""
+def run(
+    source: LanceDataSource, call: Mapping[str, Any]
+) -> tuple[dict[str, Any], _jobs.TaskReader | None]:
+    """Run the procedure ``call`` (``{"name", "args", "app_id"}``, and ``resume``: ``{"state",
+    "results"}`` for a job's second call) on the table ``source`` reads; the JSON reply (the
+    result's Spark schema and its rows as base64 Arrow IPC; or ``job``: its state and the
+    schema of its results) and the job's reader, if it asks for a job."""
     name = str(call.get("name"))
     if name.startswith(CATALOG_PREFIX):  # the folder catalog's operations: JSON in and out
         operation = folder_catalog.OPERATIONS.get(name[len(CATALOG_PREFIX) :])
@@ -122,13 +223,14 @@ def run(source: LanceDataSource, call: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidOptionError(f"unknown folder catalog operation {name!r}")
         opts = parse_read_options(dict(source.options), session_storage=source.defaults.storage)
         root = _normalise_uri(opts.uri or "")
-        return operation(
+        reply = operation(
             root, opts.storage, {**(call.get("args") or {}), "app_id": call.get("app_id")}
         )
-    procedure = PROCEDURES.get(name)
-    if procedure is None:
+        return reply, None
+    if name not in PROCEDURES and name not in JOB_PROCEDURES:
+        known = sorted([*PROCEDURES, *JOB_PROCEDURES])
         raise InvalidOptionError(
-            f"unknown Lance procedure {name!r}; procedures: {', '.join(sorted(PROCEDURES))}"
+            f"unknown Lance procedure {name!r}; procedures: {', '.join(known)}"
         )
     opts = parse_read_options(dict(source.options), session_storage=source.defaults.storage)
     if not opts.uri:
@@ -143,8 +245,27 @@ def run(source: LanceDataSource, call: Mapping[str, Any]) -> dict[str, Any]:
         main_uri=root if opts.branch else None,
         application=str(call.get("app_id") or "") or None,
     )
-    schema, rows = procedure(table, dict(call.get("args") or {}))
-    return {"schema": schema.json(), "arrow": _arrow_ipc(schema, rows)}
+    args = dict(call.get("args") or {})
+    outcome: Outcome
+    if name in JOB_PROCEDURES:
+        outcome = JOB_PROCEDURES[name](table, args, _resume(call.get("resume")))
+    else:
+        outcome = PROCEDURES[name](table, args)
+    if isinstance(outcome, Job):
+        job = {"state": outcome.state, "schema": _jobs.RESULT_SCHEMA.json()}
+        return {"schema": StructType([]).json(), "arrow": "", "job": job}, outcome.reader
+    schema, rows = outcome
+    return {"schema": schema.json(), "arrow": _arrow_ipc(schema, rows)}, None
+
+
+def _resume(raw: Any) -> Resume | None:
+    if raw is None:
+        return None
+    results = raw.get("results")
+    return Resume(
+        state=dict(raw["state"]),
+        results=None if results is None else [base64.b64decode(r) for r in results],
+    )
 
 
 def _arrow_ipc(schema: StructType, rows: Rows) -> str:

@@ -103,6 +103,21 @@ def test_optimize_sql_and_nothing_to_do(spark: SparkSession, table_uri: str) -> 
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
+def test_a_failed_optimize_job_changes_nothing(spark: SparkSession, table_uri: str) -> None:
+    """OPTIMIZE's Spark job fails (a data file of one fragment is gone): the error is the
+    job's, no version is committed and the files the other tasks wrote are deleted."""
+    for i in range(4):
+        _append(spark, table_uri, i * 3, 3)
+    ds = lance.dataset(table_uri)
+    victim = ds.get_fragments()[0].data_files()[0].path
+    os.remove(os.path.join(table_uri, "data", victim))
+    files = set(os.listdir(os.path.join(table_uri, "data")))
+    with pytest.raises(Exception, match=r"(?i)not found|no such file"):
+        spark.sql(f"OPTIMIZE '{table_uri}'").collect()
+    assert lance.dataset(table_uri).version == ds.version
+    assert set(os.listdir(os.path.join(table_uri, "data"))) == files
+
+
 def test_compaction_errors_change_nothing(spark: SparkSession, table_uri: str) -> None:
     with pytest.raises(TableNotFoundError):
         LanceTable.forPath(spark, table_uri).optimize()

@@ -66,6 +66,9 @@ CALL = "CALL spark_catalog.system."
         ("ALTER TABLE pets CREATE TAG", None),
         ("ALTER TABLE pets CREATE BRANCH b AS OF VERSION x", None),
         ("ALTER TABLE pets DROP BRANCH a b", None),
+        ("OPTIMIZE pets", "optimize(table => 'pets')"),
+        ("optimize '/d/p.lance';", "optimize(table => 'lance.`/d/p.lance`')"),
+        ("OPTIMIZE pets ZORDER BY (id)", None),
         ("SHOW BRANCHES IN pets LIMIT 2", None),
         ("SHOW BRANCHES pets", None),
         ("ALTER TABLE pets ADD COLUMNS (note STRING)", None),
@@ -84,3 +87,33 @@ def test_translation(classic_spark: Any, statement: str, call: str | None) -> No
     parser = classic_spark._jvm.lance_spark.companion.LanceSqlParser
     found = parser.translate(statement)
     assert found == (None if call is None else CALL + call)
+
+
+@pytest.mark.parametrize(
+    ("statement", "spark_statement"),
+    [
+        (
+            "CREATE INDEX idx ON pets (id) USING BTREE",
+            "CREATE INDEX `idx` ON pets USING `BTREE` (`id`)",
+        ),
+        (
+            "create index v on db.vecs (vec) using ivf_pq "
+            "with (num_partitions = 2, metric = 'cosine', with_position = true)",
+            "CREATE INDEX `v` ON db.vecs USING `ivf_pq` (`vec`) "
+            "OPTIONS (`num_partitions` = 2, `metric` = 'cosine', `with_position` = true)",
+        ),
+        (
+            "CREATE INDEX n ON '/d/p.lance' (note) WITH (stem = FALSE)",
+            "CREATE INDEX `n` ON lance.`/d/p.lance` (`note`) OPTIONS (`stem` = false)",
+        ),
+        ("CREATE INDEX idx ON pets (id)", None),  # Spark's spelling too
+        ("CREATE INDEX idx ON pets USING BTREE (id)", None),  # Spark's
+        ("CREATE INDEX idx ON pets (id) WITH (k = yes)", None),  # Spark's error
+        ("CREATE INDEX idx ON pets (id, name) USING BTREE", None),
+    ],
+)
+def test_first_create_index_spelling_becomes_spark_s(
+    classic_spark: Any, statement: str, spark_statement: str | None
+) -> None:
+    parser = classic_spark._jvm.lance_spark.companion.LanceSqlParser
+    assert parser.translate(statement) == spark_statement

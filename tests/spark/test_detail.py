@@ -82,7 +82,7 @@ def test_describe_detail_in_sql(spark: SparkSession, table_uri: str) -> None:
             rows = spark.sql(f"{statement} detail_pets").collect()
             info = {str(r[0]).strip(): r[1] for r in rows}
             assert info["Provider"] == "lance"
-            assert info["Location"] == table_uri
+            assert info["Location"] == "file:" + table_uri  # Spark's catalog keeps a URI
             assert info["Type"] == "EXTERNAL"
             assert info["Table Properties"] == "[team=ml]"
             assert [r[0] for r in rows[:2]] == ["id", "g"]  # Spark's column rows first

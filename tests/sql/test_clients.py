@@ -221,6 +221,141 @@ def test_history_restore_vacuum_through_every_client(sql_client: SqlClient, tmp_
     assert lance.dataset(str(path)).branches.list() == {}
 
 
+@pytest.mark.spark
+def test_optimize_indexes_and_properties_through_every_client(
+    sql_client: SqlClient, tmp_path: Path
+) -> None:
+    """OPTIMIZE (a Spark job the companion's procedure asks for), Spark's CREATE / DROP INDEX
+    (and lance_spark's first spelling of CREATE INDEX), SHOW TBLPROPERTIES and DESCRIBE
+    EXTENDED with the properties pylance set: in every client, checked with pylance."""
+    path = tmp_path / "frags.lance"
+    for start in range(0, 12, 3):  # four fragments of three rows
+        lance.write_dataset(
+            pa.table(
+                {
+                    "id": pa.array(range(start, start + 3), pa.int64()),
+                    "label": [f"v{i % 2}" for i in range(start, start + 3)],
+                }
+            ),
+            str(path),
+            mode="append" if start else "create",
+        )
+    lance.dataset(str(path)).update_config({"team": "vision"})
+    before = lance.dataset(str(path)).to_table().sort_by("id").to_pydict()
+    name = _table_name(sql_client, "maintenance")
+    statements = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+        f"OPTIMIZE {name}",  # 2
+        f"OPTIMIZE '{path}'",  # 3
+        f"CREATE INDEX id_idx ON {name} (id)",
+        f"CREATE INDEX label_bits ON {name} USING BITMAP (label)",
+        f"CREATE INDEX IF NOT EXISTS label_bits ON {name} USING BITMAP (label)",
+        f"CREATE INDEX label_text ON {name} (label) USING INVERTED WITH (with_position = true)",
+        f"DROP INDEX label_bits ON {name}",
+        f"SHOW TBLPROPERTIES {name}",  # 9
+        f"SHOW TBLPROPERTIES {name} ('team')",  # 10
+        f"DESCRIBE TABLE EXTENDED {name}",  # 11
+        f"SELECT label FROM {name} WHERE id = 7",  # 12
+        f"DESCRIBE HISTORY {name} LIMIT 1",  # 13
+    ]
+    try:
+        results = sql_client.sql_script(statements)
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    dataset = lance.dataset(str(path))
+    # OPTIMIZE: four fragments into one (pylance), the same rows; the second has nothing to do.
+    assert rows_as_text(results[2]) == [("4", "1", "4", "1", "6")]
+    assert rows_as_text(results[3]) == [("0", "0", "0", "0", "NULL")]
+    assert len(dataset.get_fragments()) == 1
+    assert dataset.to_table().sort_by("id").to_pydict() == before
+    indexes = {d.name: str(d.index_type) for d in dataset.describe_indices()}
+    assert sorted(indexes) == ["id_idx", "label_text"]
+    assert "Inverted" in indexes["label_text"] and "BTree" in indexes["id_idx"]
+    assert ("team", "vision") in rows_as_text(results[9])
+    assert rows_as_text(results[10]) == [("team", "vision")]
+    assert "team=vision" in _describe_value(results[11], "Table Properties")
+    assert rows_as_text(results[12]) == [("v1",)]
+    assert [r[2] for r in rows_as_text(results[13])] == ["DROP INDEX"]
+
+
+@pytest.mark.spark
+def test_index_errors_name_what_is_wrong(sql_client: SqlClient, tmp_path: Path) -> None:
+    """A second index of one name, an index over two columns, a parameter of another index
+    type, DROP INDEX of an absent index: refused with what is wrong; Lance unchanged."""
+    path = tmp_path / "pets.lance"
+    _write_pets(path)
+    name = _table_name(sql_client, "index_errors")
+    sql_client.sql_script(
+        [
+            f"DROP TABLE IF EXISTS {name}",
+            f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+            f"CREATE INDEX id_idx ON {name} (id)",
+        ]
+    )
+    version = lance.dataset(str(path)).version
+    refused = [
+        (f"CREATE INDEX id_idx ON {name} (name)", "INDEX_ALREADY_EXISTS"),
+        (f"CREATE INDEX two ON {name} (id, name)", "a Lance index covers one column; got 2"),
+        (
+            f"CREATE INDEX p ON {name} USING BTREE (id) OPTIONS (num_partitions = 2)",
+            "index parameter 'num_partitions' does not apply to index type BTREE",
+        ),
+        (f"DROP INDEX nope ON {name}", "INDEX_NOT_FOUND"),
+    ]
+    try:
+        for statement, message in refused:
+            with pytest.raises(SqlClientError, match=message):
+                sql_client.sql(statement)
+    finally:
+        sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    assert lance.dataset(str(path)).version == version
+    assert [d.name for d in lance.dataset(str(path)).describe_indices()] == ["id_idx"]
+
+
+@pytest.mark.spark
+def test_metadata_columns_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """Lance's metadata columns of a catalog table: selectable by name, usable in conditions
+    (with a pushed filter too) and at an old version, never in ``SELECT *``; against pylance."""
+    path = tmp_path / "meta.lance"
+    lance.write_dataset(
+        pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]}),
+        str(path),
+        enable_stable_row_ids=True,
+    )
+    lance.write_dataset(
+        pa.table({"id": pa.array([4, 5], pa.int64()), "name": ["d", "e"]}), str(path), mode="append"
+    )
+    name = _table_name(sql_client, "meta")
+    statements = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+        f"SELECT id, _rowid, _rowaddr, _fragid, _row_created_at_version, "
+        f"_row_last_updated_at_version FROM {name} ORDER BY id",  # 2
+        f"SELECT id FROM {name} WHERE _fragid = 1 AND id > 4",  # 3
+        f"SELECT count(*) FROM {name} WHERE _rowid >= 2",  # 4
+        f"SELECT * FROM {name} WHERE id = 1",  # 5
+        f"SELECT _rowid, id FROM {name} VERSION AS OF 1 ORDER BY id",  # 6
+    ]
+    try:
+        results = sql_client.sql_script(statements)
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    expected = lance.dataset(str(path)).to_table(with_row_id=True, with_row_address=True)
+    ids, rowids, addresses = (expected[c].to_pylist() for c in ("id", "_rowid", "_rowaddr"))
+    want = sorted(
+        (str(i), str(r), str(a), str(a >> 32), "1" if i <= 3 else "2", "1" if i <= 3 else "2")
+        for i, r, a in zip(ids, rowids, addresses, strict=True)
+    )
+    assert rows_as_text(results[2]) == want
+    assert rows_as_text(results[3]) == [("5",)]
+    assert rows_as_text(results[4]) == [(str(sum(1 for r in rowids if r >= 2)),)]
+    assert rows_as_text(results[5]) == [("1", "a")]  # no metadata column in SELECT *
+    assert rows_as_text(results[6]) == [("0", "1"), ("1", "2"), ("2", "3")]
+
+
 def _table_names(rows: list[tuple[object, ...]]) -> list[str]:
     """The names in SHOW TABLES rows, sorted: (namespace, tableName, isTemporary), or the name
     alone as the spark-sql CLI prints it (Hive's format)."""

@@ -3,7 +3,17 @@ package lance_spark.companion;
 import java.util.HashMap;
 import java.util.Map;
 
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.analysis.IndexAlreadyExistsException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchIndexException;
+import org.apache.spark.sql.connector.catalog.MetadataColumn;
+import org.apache.spark.sql.connector.catalog.SupportsMetadataColumns;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.index.SupportsIndex;
+import org.apache.spark.sql.connector.catalog.index.TableIndex;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
@@ -13,6 +23,8 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
+import scala.Option;
+
 /**
  * A Lance table as {@link LanceSessionCatalog} serves it: Spark's Python table of the
  * {@code lance} source, whose location, version and branch come from the catalog. Every scan
@@ -20,7 +32,13 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code timestampAsOf}, {@code branch}) under the query's own; every write goes to the
  * location and branch ({@link LanceWriteTable#served}).
  *
- * <p>Spark interfaces: {@code SupportsRead}, {@code SupportsWrite} (public DSv2).
+ * <p>Spark interfaces: {@code SupportsRead}, {@code SupportsWrite}, {@code SupportsIndex}
+ * (public DSv2: Spark's {@code CREATE INDEX name ON t [USING type] (column) [OPTIONS (...)]}
+ * and {@code DROP INDEX name ON t}, run by Python's {@code create_index} / {@code drop_index}
+ * procedures; a Lance index covers one column), {@code SupportsMetadataColumns} (Lance's
+ * {@code _rowid}, {@code _rowaddr}, {@code _fragid}, {@code _row_created_at_version} and
+ * {@code _row_last_updated_at_version}, selectable by name and usable in conditions; the
+ * companion's scan reads them, {@link LanceScanBuilder#METADATA_COLUMNS}).
  *
  * <p>Its scans are Spark's own Python scans (which stream) until {@link LanceScanRule} gives a
  * batch read {@link #withCompanionScan}; {@link LanceWriteRule} leaves it alone (it is not a
@@ -28,12 +46,14 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  *
  * <p>Spark internals: {@code PythonTable}, {@code PythonDataSourceV2} (as {@link LanceScanTable}).
  */
-final class LanceCatalogTable extends PythonTableView implements SupportsRead, SupportsWrite {
+final class LanceCatalogTable extends PythonTableView
+    implements SupportsRead, SupportsWrite, SupportsIndex, SupportsMetadataColumns {
   private final PythonDataSourceV2 dataSource;
   private final String name;
   private final CaseInsensitiveStringMap fixed;
   private final boolean pinned;
   private final Map<String, String> properties;
+  private volatile Map<String, String> merged;  // properties() with Lance's, once asked
   // Whether scans are the companion's (LanceScanRule's copy for a batch read): a streaming
   // read never meets the optimizer's rule and keeps Spark's scan, which streams.
   private final boolean companionScan;
@@ -72,13 +92,30 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
 
   /**
    * The catalog entry's table properties ({@code provider}, {@code location},
-   * {@code external}, {@code option.*}, as {@code V1Table.properties}: what
-   * {@code DESCRIBE TABLE EXTENDED} and {@code SHOW CREATE TABLE} show); a path identifier's
-   * are the provider and the location.
+   * {@code external}, {@code option.*}, as {@code V1Table.properties}) and, over its
+   * TBLPROPERTIES, the Lance table's own (its config, read when first asked: what
+   * {@code SHOW TBLPROPERTIES}, {@code DESCRIBE TABLE EXTENDED} and {@code SHOW CREATE TABLE}
+   * show, also when pylance set them). Spark's reserved keys stay the entry's. A path
+   * identifier's entry properties are the provider and the location.
    */
   @Override
   public Map<String, String> properties() {
-    return properties;
+    Map<String, String> known = merged;
+    if (known == null) {
+      known = new HashMap<>(properties);
+      InternalRow[] rows = LanceProcedures.result(
+          LanceProcedures.run(writeOptions(), "properties", LancePlanner.JSON.createObjectNode()))
+          .rows();
+      for (InternalRow row : rows) {
+        String key = row.getUTF8String(0).toString();
+        if (!LanceSessionCatalog.RESERVED.contains(key)) {
+          known.put(key, row.getUTF8String(1).toString());
+        }
+      }
+      known = java.util.Collections.unmodifiableMap(known);
+      merged = known;
+    }
+    return known;
   }
 
   private static boolean companionEnabled() {
@@ -129,6 +166,99 @@ final class LanceCatalogTable extends PythonTableView implements SupportsRead, S
       }
     });
     return options;
+  }
+
+  @Override
+  public MetadataColumn[] metadataColumns() {
+    return LanceScanBuilder.METADATA_COLUMNS.stream()
+        .map(name -> new MetadataColumn() {
+          @Override
+          public String name() {
+            return name;
+          }
+
+          @Override
+          public org.apache.spark.sql.types.DataType dataType() {
+            return org.apache.spark.sql.types.DataTypes.LongType;
+          }
+
+          @Override
+          public boolean isNullable() {
+            return false;
+          }
+        })
+        .toArray(MetadataColumn[]::new);
+  }
+
+  @Override
+  public void createIndex(
+      String indexName,
+      NamedReference[] columns,
+      Map<NamedReference, Map<String, String>> columnsProperties,
+      Map<String, String> properties) throws IndexAlreadyExistsException {
+    if (columns.length != 1) {
+      throw new IllegalArgumentException(
+          "CREATE INDEX " + indexName + " ON " + name + ": a Lance index covers one column; got "
+              + columns.length + " (" + java.util.Arrays.toString(columns) + ")");
+    }
+    Map<String, String> columnOptions = columnsProperties.get(columns[0]);
+    if (columnOptions != null && !columnOptions.isEmpty()) {
+      throw new IllegalArgumentException(
+          "CREATE INDEX " + indexName + " ON " + name + ": options of the column "
+              + columns[0] + " (" + columnOptions.keySet() + "): give the index's parameters "
+              + "as the statement's OPTIONS (...)");
+    }
+    if (indexExists(indexName)) {
+      throw new IndexAlreadyExistsException(indexName, name, Option.empty());
+    }
+    ObjectNode args = LancePlanner.JSON.createObjectNode();
+    args.put("index", indexName);
+    args.put("column", String.join(".", columns[0].fieldNames()));
+    ObjectNode params = args.putObject("params");
+    properties.forEach((key, value) -> {
+      if (key.equals(SupportsIndex.PROP_TYPE)) {
+        args.put("type", value);
+      } else {
+        params.put(key, value);
+      }
+    });
+    LanceProcedures.run(writeOptions(), "create_index", args);
+  }
+
+  @Override
+  public void dropIndex(String indexName) throws NoSuchIndexException {
+    if (!indexExists(indexName)) {
+      throw new NoSuchIndexException(indexName, name, Option.empty());
+    }
+    ObjectNode args = LancePlanner.JSON.createObjectNode();
+    args.put("index", indexName);
+    LanceProcedures.run(writeOptions(), "drop_index", args);
+  }
+
+  @Override
+  public boolean indexExists(String indexName) {
+    return java.util.Arrays.stream(listIndexes())
+        .anyMatch(index -> index.indexName().equals(indexName));
+  }
+
+  /** Lance's indexes of the table: name, type and column (Python's {@code indexes}). */
+  @Override
+  public TableIndex[] listIndexes() {
+    InternalRow[] rows = LanceProcedures.result(
+        LanceProcedures.run(writeOptions(), "indexes", LancePlanner.JSON.createObjectNode()))
+        .rows();
+    TableIndex[] indexes = new TableIndex[rows.length];
+    for (int i = 0; i < rows.length; i++) {
+      var columns = rows[i].getArray(1);
+      NamedReference[] refs = new NamedReference[columns.numElements()];
+      for (int c = 0; c < refs.length; c++) {
+        refs[c] = Expressions.column(columns.getUTF8String(c).toString());
+      }
+      String type = rows[i].isNullAt(2) ? "" : rows[i].getUTF8String(2).toString();
+      indexes[i] = new TableIndex(
+          rows[i].getUTF8String(0).toString(), type, refs, Map.of(), new java.util.Properties());
+    }
+    return indexes;
   }
 
   @Override

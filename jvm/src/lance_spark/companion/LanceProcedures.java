@@ -41,10 +41,17 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * Lance's procedures in {@link LanceSessionCatalog}: {@code CALL spark_catalog.system.history |
  * restore | vacuum | detail | create_tag | drop_tag | create_branch | drop_branch | branches
- * (table => '<name or lance.`path`>', ...)}, which {@link LanceSqlParser} also makes of Delta's
- * {@code DESCRIBE HISTORY}, {@code RESTORE}, {@code VACUUM}, {@code DESCRIBE DETAIL} and of the
- * tag and branch statements. A call runs
- * when Spark analyses it (a command: once per statement, in every client).
+ * | optimize (table => '<name or lance.`path`>', ...)}, which {@link LanceSqlParser} also makes
+ * of Delta's {@code DESCRIBE HISTORY}, {@code RESTORE}, {@code VACUUM}, {@code DESCRIBE DETAIL},
+ * {@code OPTIMIZE} and of the tag and branch statements. A call runs when Spark analyses it (a
+ * command: once per statement, in every client). The index operations of
+ * {@link LanceCatalogTable} ({@code SupportsIndex}) run here too.
+ *
+ * <p>A procedure whose work is a Spark job ({@code optimize}) answers with the job instead of
+ * rows: the read function and partitions of a Python reader whose partitions are its tasks, as
+ * a scan's plan comes back. {@link LanceJob} runs it and the procedure is called again with the
+ * job's results ({@code resume}), until it answers with rows; when the job fails, it is called
+ * with none (it deletes what the job staged) and the job's error is raised.
  *
  * <p>Spark interfaces: {@code UnboundProcedure}, {@code BoundProcedure} (public, Spark 4), a
  * {@code LocalScan} for the result. Java decides nothing about Lance: the catalog resolves the
@@ -101,6 +108,9 @@ final class LanceProcedures {
       required("branch", DataTypes.StringType),
       optional("if_exists", DataTypes.BooleanType, "false")});
     PARAMETERS.put("branches", new ProcedureParameter[] {required("table", DataTypes.StringType)});
+    PARAMETERS.put("optimize", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      optional("target_rows_per_fragment", DataTypes.LongType, "NULL")});
   }
 
   static Identifier[] list() {
@@ -163,7 +173,7 @@ final class LanceProcedures {
         args.put("name", table);  // a catalog name (DESCRIBE DETAIL shows it), not a path
       }
       Map<String, String> options = catalog.procedureTarget(table, name);
-      JsonNode reply = run(options, name, args);
+      JsonNode reply = runJobs(options, name, args);
       if (reply.get("arrow").asText().isEmpty()) {
         return java.util.Collections.emptyIterator();  // a procedure without a result
       }
@@ -174,6 +184,38 @@ final class LanceProcedures {
   /** Runs procedure {@code name} in Python on the table the {@code lance} source reads with
    * {@code options}; Python's JSON reply. */
   static JsonNode run(Map<String, String> options, String name, ObjectNode args) {
+    return call(options, name, args, null).reply();
+  }
+
+  /** As {@link #run}, running the Spark jobs the procedure asks for (see the class doc). */
+  static JsonNode runJobs(Map<String, String> options, String name, ObjectNode args) {
+    LancePlanner.Result result = call(options, name, args, null);
+    while (result.reply().has("job")) {
+      ObjectNode resume = LancePlanner.JSON.createObjectNode();
+      resume.set("state", result.reply().get("job").get("state"));
+      List<byte[]> done;
+      try {
+        done = LanceJob.run(result, LanceSessionCatalog.provider().source());
+      } catch (Exception e) {  // Spark's SparkException, which Scala throws undeclared
+        resume.putNull("results");
+        try {
+          call(options, name, args, resume);
+        } catch (Exception cleanup) {
+          e.addSuppressed(cleanup);
+        }
+        throw LanceProcedures.<RuntimeException>rethrow(e);
+      }
+      com.fasterxml.jackson.databind.node.ArrayNode results = resume.putArray("results");
+      for (byte[] blob : done) {
+        results.add(Base64.getEncoder().encodeToString(blob));
+      }
+      result = call(options, name, args, resume);
+    }
+    return result.reply();
+  }
+
+  private static LancePlanner.Result call(
+      Map<String, String> options, String name, ObjectNode args, ObjectNode resume) {
     PythonDataSourceV2 source = LanceSessionCatalog.provider();
     org.apache.spark.sql.util.CaseInsensitiveStringMap map =
         new org.apache.spark.sql.util.CaseInsensitiveStringMap(options);
@@ -187,8 +229,11 @@ final class LanceProcedures {
     procedure.put("name", name);
     procedure.set("args", args);
     procedure.put("app_id", SparkSession.active().sparkContext().applicationId());
+    if (resume != null) {
+      procedure.set("resume", resume);
+    }
     try {
-      return new LancePlanner(python, new StructType(), new Filter[0], request).run().reply();
+      return new LancePlanner(python, new StructType(), new Filter[0], request).run();
     } catch (Exception e) {  // Spark's AnalysisException, which Scala throws undeclared
       String refused = lanceError(e);
       if (refused == null) {
@@ -204,7 +249,7 @@ final class LanceProcedures {
   }
 
   @SuppressWarnings("unchecked")
-  private static <E extends Exception> E rethrow(Exception e) throws E {
+  static <E extends Exception> E rethrow(Exception e) throws E {
     throw (E) e;
   }
 
@@ -232,7 +277,7 @@ final class LanceProcedures {
   }
 
   /** The rows of Python's reply (an Arrow IPC stream, base64) as a {@code LocalScan}. */
-  private static Scan result(JsonNode reply) {
+  static LocalScan result(JsonNode reply) {
     StructType schema = (StructType) DataType.fromJson(reply.get("schema").asText());
     byte[] bytes = Base64.getDecoder().decode(reply.get("arrow").asText());
     List<InternalRow> rows = new ArrayList<>();

@@ -44,6 +44,11 @@ final class LanceScanBuilder
         SupportsPushDownRequiredColumns,
         SupportsPushDownLimit,
         SupportsPushDownAggregates {
+  /** Lance's metadata columns, the Python reader's {@code metadata_columns} option's names. */
+  static final List<String> METADATA_COLUMNS = List.of(
+      "_rowid", "_rowaddr", "_fragid", "_row_created_at_version", "_row_last_updated_at_version");
+  private static final String METADATA_OPTION = "metadata_columns";
+
   private final PythonDataSourceV2 dataSource;
   private final String shortName;
   private final StructType schema;
@@ -70,15 +75,26 @@ final class LanceScanBuilder
   }
 
   @Override
-  public Filter[] pushFilters(Filter[] filters) {
-    if (filters.length == 0 || !SQLConf.get().pythonFilterPushDown()) {
-      return filters;
+  public Filter[] pushFilters(Filter[] given) {
+    if (given.length == 0 || !SQLConf.get().pythonFilterPushDown()) {
+      return given;
     }
+    // A condition on a metadata column stays Spark's (evaluated on the rows the scan gives).
+    List<Filter> rejected = new ArrayList<>();
+    List<Filter> candidates = new ArrayList<>();
+    for (Filter filter : given) {
+      boolean onMetadata = java.util.Arrays.stream(filter.references())
+          .anyMatch(name -> METADATA_COLUMNS.contains(name) && !hasField(schema, name));
+      (onMetadata ? rejected : candidates).add(filter);
+    }
+    if (candidates.isEmpty()) {
+      return given;
+    }
+    Filter[] filters = candidates.toArray(new Filter[0]);
     LancePlanner.Result result = plan(filters, request());
     filtered = result;
     boolean[] flags = result.pushed(filters.length);
     List<Filter> accepted = new ArrayList<>();
-    List<Filter> rejected = new ArrayList<>();
     for (int i = 0; i < filters.length; i++) {
       (flags[i] ? accepted : rejected).add(filters[i]);
     }
@@ -192,9 +208,35 @@ final class LanceScanBuilder
   }
 
   private LancePlanner.Result plan(Filter[] filters, ObjectNode request) {
+    // Metadata columns Spark asks for (a catalog table's, SupportsMetadataColumns): the
+    // Python reader reads them when its options name them, after the table's columns.
+    StructType readable = schema;
+    CaseInsensitiveStringMap readOptions = options;
+    List<String> metadata = new ArrayList<>();
+    for (StructField field : required.fields()) {
+      if (METADATA_COLUMNS.contains(field.name()) && !hasField(schema, field.name())) {
+        metadata.add(field.name());
+        readable = readable.add(field.name(), org.apache.spark.sql.types.DataTypes.LongType, false);
+      }
+    }
+    if (!metadata.isEmpty()) {
+      java.util.Map<String, String> withMetadata = new java.util.HashMap<>(
+          options.asCaseSensitiveMap());
+      withMetadata.put(METADATA_OPTION, String.join(",", metadata));
+      readOptions = new CaseInsensitiveStringMap(withMetadata);
+    }
     PythonDataSourceCreationResult created =
-        dataSource.getOrCreateDataSourceInPython(shortName, options, Option.apply(schema));
+        dataSource.getOrCreateDataSourceInPython(shortName, readOptions, Option.apply(readable));
     PythonFunction python = dataSource.source().createPythonFunction(created.dataSource());
-    return new LancePlanner(python, schema, filters, request).run();
+    return new LancePlanner(python, readable, filters, request).run();
+  }
+
+  private static boolean hasField(StructType type, String name) {
+    for (String existing : type.fieldNames()) {
+      if (existing.equals(name)) {
+        return true;
+      }
+    }
+    return false;
   }
 }

@@ -454,7 +454,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
   }
 
   // Spark's reserved table properties (CatalogV2Util.TABLE_RESERVED_PROPERTIES, internal).
-  private static final java.util.Set<String> RESERVED = java.util.Set.of(
+  static final java.util.Set<String> RESERVED = java.util.Set.of(
       TableCatalog.PROP_PROVIDER, TableCatalog.PROP_LOCATION, TableCatalog.PROP_COMMENT,
       TableCatalog.PROP_OWNER, TableCatalog.PROP_EXTERNAL, TableCatalog.PROP_IS_MANAGED_LOCATION,
       TableCatalog.PROP_COLLATION, TableCatalog.PROP_TABLE_TYPE);

@@ -22,7 +22,8 @@ import scala.collection.immutable.Seq;
  * Lance's statements in Spark's SQL, the way Delta's SQL extension spells them, for every
  * client: {@code DESCRIBE|DESC HISTORY t [LIMIT n]}, {@code RESTORE [TABLE] t [TO] VERSION AS OF
  * n | 'tag' | TIMESTAMP AS OF 'ts'}, {@code VACUUM t [RETAIN n HOURS] [DRY RUN]},
- * {@code DESCRIBE|DESC DETAIL t}, {@code ALTER TABLE t CREATE TAG name [AS OF VERSION n]},
+ * {@code OPTIMIZE t}, {@code DESCRIBE|DESC DETAIL t}, lance_spark's first spelling of
+ * {@code CREATE INDEX} (see {@link #createIndex}), {@code ALTER TABLE t CREATE TAG name [AS OF VERSION n]},
  * {@code ALTER TABLE t DROP TAG name}, {@code ALTER TABLE t CREATE BRANCH [IF NOT EXISTS] name
  * [AS OF VERSION n | 'tag']}, {@code ALTER TABLE t DROP BRANCH [IF EXISTS] name} and
  * {@code SHOW BRANCHES {IN | FROM} t}, where
@@ -101,6 +102,13 @@ public final class LanceSqlParser implements ParserInterface {
     if (c.accept("ALTER")) {
       return c.accept("TABLE") ? alterTable(c) : null;
     }
+    if (c.accept("CREATE") && c.accept("INDEX")) {
+      return createIndex(c);
+    }
+    if (c.accept("OPTIMIZE")) {
+      String table = c.table();
+      return table == null || !c.atEnd() ? null : call("optimize", table);
+    }
     if (c.accept("VACUUM")) {
       String table = c.table();
       if (table == null) {
@@ -118,6 +126,69 @@ public final class LanceSqlParser implements ParserInterface {
           dryRun ? "true" : null) : null;
     }
     return null;
+  }
+
+  /**
+   * lance_spark's first spelling of CREATE INDEX, {@code CREATE INDEX name ON t (column) [USING
+   * type] [WITH (key = value, ...)]}, as Spark's statement ({@code CREATE INDEX name ON t USING
+   * type (column) OPTIONS (...)}, which {@link LanceCatalogTable} runs); null for Spark's own
+   * spelling and anything else.
+   */
+  private static String createIndex(Cursor c) {
+    String index = c.name();
+    if (index == null || !c.accept("ON")) {
+      return null;
+    }
+    String table = c.table();
+    if (table == null || !c.accept("(")) {
+      return null;
+    }
+    String column = c.name();
+    if (column == null || !c.accept(")")) {
+      return null;
+    }
+    String type = null;
+    if (c.accept("USING")) {
+      type = c.name();
+      if (type == null) {
+        return null;
+      }
+    }
+    List<String> options = new ArrayList<>();
+    if (c.accept("WITH")) {
+      if (!c.accept("(")) {
+        return null;
+      }
+      do {
+        String key = c.name();
+        if (key == null || !c.accept("=")) {
+          return null;
+        }
+        String value = c.string();
+        value = value != null ? literal(value) : c.number();
+        if (value == null) {
+          value = c.accept("TRUE") ? "true" : c.accept("FALSE") ? "false" : null;
+        }
+        if (value == null) {
+          return null;
+        }
+        options.add(quoted(key) + " = " + value);
+      } while (c.accept(","));
+      if (!c.accept(")")) {
+        return null;
+      }
+    }
+    if (!c.atEnd() || (type == null && options.isEmpty())) {
+      return null;  // CREATE INDEX name ON t (column) is Spark's spelling too
+    }
+    return "CREATE INDEX " + quoted(index) + " ON " + table
+        + (type == null ? "" : " USING " + quoted(type)) + " (" + quoted(column) + ")"
+        + (options.isEmpty() ? "" : " OPTIONS (" + String.join(", ", options) + ")");
+  }
+
+  /** {@code name} as a backquoted SQL identifier. */
+  private static String quoted(String name) {
+    return "`" + name.replace("`", "``") + "`";
   }
 
   /** ALTER TABLE t {CREATE | DROP} {TAG | BRANCH} ...; null for Spark's own ALTER TABLE. */
@@ -205,7 +276,8 @@ public final class LanceSqlParser implements ParserInterface {
 
   /**
    * The statement's tokens: words, numbers, quoted strings (kept with their quotes), backquoted
-   * names (kept with their backquotes), dots; a trailing semicolon dropped. Null when it has
+   * names (kept with their backquotes), dots, parentheses, commas and {@code =}; a trailing
+   * semicolon dropped. Null when it has
    * anything else (a comment, an unclosed quote): not a statement of ours.
    */
   private static List<String> tokens(String sql) {
@@ -254,8 +326,8 @@ public final class LanceSqlParser implements ParserInterface {
         if (start == i) {
           return null;
         }
-      } else if (ch == '.') {
-        out.add(".");
+      } else if (ch == '.' || ch == '(' || ch == ')' || ch == ',' || ch == '=') {
+        out.add(String.valueOf(ch));
         i++;
       } else if (ch == ';' && sql.substring(i + 1).isBlank()) {
         i = n;
