@@ -108,6 +108,8 @@ def answer(
     scan = reader.for_scan(request.read_schema or schema, limit=request.limit)
     rows, size = scan.statistics()
     reply: dict[str, Any] = {"bytes": size, "metadata": scan.describe()}
+    if scan.pushed_filter is not None:  # the pushed filters in Lance SQL (an overwrite's)
+        reply["pushed_predicate"] = scan.pushed_filter
     if rows is not None:
         reply["rows"] = rows
     return pushed, scan, reply

@@ -38,7 +38,7 @@ from lance_spark.table.context import TableContext
 # Calls that the companion's session catalog does (createTable / stageCreate / stageReplace
 # and its table's writes), when it is the session catalog.
 _CATALOG_CALLS = frozenset(
-    {"saveAsTable", "insertInto", "create", "replace", "createOrReplace", "append"}
+    {"saveAsTable", "insertInto", "create", "replace", "createOrReplace", "append", "overwrite"}
 )
 # Calls for which Spark takes its default format (parquet) when none is given, even when the
 # table exists and is a Lance table.

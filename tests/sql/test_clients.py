@@ -16,6 +16,7 @@ from _sql_clients import (
     CLASSIC,
     SPARK_SQL,
     THRIFT,
+    Row,
     SqlClient,
     SqlClientError,
     rows_as_text,
@@ -27,6 +28,18 @@ def _table_name(client: SqlClient, what: str) -> str:
     """A table name of its own per test and client kind (the classic and Connect catalogs
     live for the whole run)."""
     return f"clients_{what}_{client.kind.replace('-', '_')}"
+
+
+def _script_then_drop(client: SqlClient, statements: list[str], *tables: str) -> list[list[Row]]:
+    """The results of ``statements`` run as one script; ``tables`` dropped afterwards, also
+    when a statement failed (the spark-sql CLI's metastore is its run's alone: no JVM for
+    it)."""
+    try:
+        return client.sql_script(statements)
+    finally:
+        if client.kind != SPARK_SQL:
+            for table in tables:
+                client.sql(f"DROP TABLE IF EXISTS {table}")
 
 
 def _write_pets(path: Path) -> None:
@@ -121,11 +134,7 @@ def test_versions_tags_paths_and_branches_through_the_session_catalog(
         f"INSERT INTO lance.`{path}` VALUES (5, 'e')",
         f"SELECT id FROM {name} WHERE id > 3 ORDER BY id",
     ]
-    try:
-        results = sql_client.sql_script(statements)
-    finally:
-        if sql_client.kind != SPARK_SQL:  # its metastore is the run's alone: no JVM for it
-            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    results = _script_then_drop(sql_client, statements, name)
     version_1 = [
         (str(i),) for i in lance.dataset(str(path), version=1).to_table()["id"].to_pylist()
     ]
@@ -194,11 +203,7 @@ def test_history_restore_vacuum_through_every_client(sql_client: SqlClient, tmp_
         f"DESC DETAIL {name}",
         f"ALTER TABLE {name} DROP BRANCH exp",
     ]
-    try:
-        results = sql_client.sql_script(statements)
-    finally:
-        if sql_client.kind != SPARK_SQL:
-            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    results = _script_then_drop(sql_client, statements, name)
     history = rows_as_text(results[2])
     assert [(r[0], r[2]) for r in history] == [("2", "WRITE"), ("1", "CREATE TABLE")]
     # RESTORE: one row of metrics; version 3 holds version 1's rows (pylance).
@@ -259,11 +264,7 @@ def test_optimize_indexes_and_properties_through_every_client(
         f"SELECT label FROM {name} WHERE id = 7",  # 12
         f"DESCRIBE HISTORY {name} LIMIT 1",  # 13
     ]
-    try:
-        results = sql_client.sql_script(statements)
-    finally:
-        if sql_client.kind != SPARK_SQL:
-            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    results = _script_then_drop(sql_client, statements, name)
     dataset = lance.dataset(str(path))
     # OPTIMIZE: four fragments into one (pylance), the same rows; the second has nothing to do.
     assert rows_as_text(results[2]) == [("4", "1", "4", "1", "6")]
@@ -309,7 +310,8 @@ def test_index_errors_name_what_is_wrong(sql_client: SqlClient, tmp_path: Path) 
             with pytest.raises(SqlClientError, match=message):
                 sql_client.sql(statement)
     finally:
-        sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
     assert lance.dataset(str(path)).version == version
     assert [d.name for d in lance.dataset(str(path)).describe_indices()] == ["id_idx"]
 
@@ -338,11 +340,7 @@ def test_metadata_columns_through_every_client(sql_client: SqlClient, tmp_path: 
         f"SELECT * FROM {name} WHERE id = 1",  # 5
         f"SELECT _rowid, id FROM {name} VERSION AS OF 1 ORDER BY id",  # 6
     ]
-    try:
-        results = sql_client.sql_script(statements)
-    finally:
-        if sql_client.kind != SPARK_SQL:
-            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    results = _script_then_drop(sql_client, statements, name)
     expected = lance.dataset(str(path)).to_table(with_row_id=True, with_row_address=True)
     ids, rowids, addresses = (expected[c].to_pylist() for c in ("id", "_rowid", "_rowaddr"))
     want = sorted(
@@ -354,6 +352,35 @@ def test_metadata_columns_through_every_client(sql_client: SqlClient, tmp_path: 
     assert rows_as_text(results[4]) == [(str(sum(1 for r in rowids if r >= 2)),)]
     assert rows_as_text(results[5]) == [("1", "a")]  # no metadata column in SELECT *
     assert rows_as_text(results[6]) == [("0", "1"), ("1", "2"), ("2", "3")]
+
+
+@pytest.mark.spark
+def test_insert_replace_where_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """``INSERT INTO t REPLACE WHERE cond SELECT ...`` (Spark's overwrite by a condition, the
+    catalog table's ``SupportsOverwrite``): the matching rows replaced in one Lance version
+    (Delta's replaceWhere); rows that do not match the condition are refused, nothing
+    committed."""
+    path = tmp_path / "pets.lance"
+    _write_pets(path)
+    name = _table_name(sql_client, "replace_where")
+    statements = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+        f"INSERT INTO {name} REPLACE WHERE id >= 2 SELECT 20L AS id, 'x' AS name",
+        f"SELECT id, name FROM {name} ORDER BY id",  # 3
+    ]
+    results = sql_client.sql_script(statements)
+    try:
+        assert rows_as_text(results[3]) == [("1", "a"), ("20", "x")]
+        dataset = lance.dataset(str(path))
+        assert dataset.version == 2
+        assert sorted(dataset.to_table()["id"].to_pylist()) == [1, 20]
+        with pytest.raises(SqlClientError, match="DELTA_REPLACE_WHERE_MISMATCH"):
+            sql_client.sql(f"INSERT INTO {name} REPLACE WHERE id >= 2 SELECT 0L, 'bad'")
+        assert lance.dataset(str(path)).version == 2
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
 
 
 def _table_names(rows: list[tuple[object, ...]]) -> list[str]:
@@ -457,12 +484,7 @@ def test_ddl_is_the_session_catalogs(sql_client: SqlClient, tmp_path: Path) -> N
         f"SELECT key, score IS NULL FROM {ctas} ORDER BY key",  # 21
         f"DROP TABLE {ctas}",
     ]
-    try:
-        results = sql_client.sql_script(statements)
-    finally:
-        if sql_client.kind != SPARK_SQL:
-            for table in (name, moved, ctas):
-                sql_client.sql(f"DROP TABLE IF EXISTS {table}")
+    results = _script_then_drop(sql_client, statements, name, moved, ctas)
     assert rows_as_text(results[4]) == [("0",)]
     assert rows_as_text(results[8]) == [("1", "a"), ("2", "b")]
     first, second = (_local(_describe_value(results[i], "Location")) for i in (6, 9))

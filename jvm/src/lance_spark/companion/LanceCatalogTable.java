@@ -148,7 +148,8 @@ final class LanceCatalogTable extends PythonTableView
     Map<String, String> options = new HashMap<>(extra);
     options.putAll(writeOptions());
     return LanceWriteTable.served(python, name, options, companionEnabled())
-        .newWriteBuilder(info);
+        .newWriteBuilder(info, filters -> new LanceScanBuilder(
+            dataSource, python.name(), python.schema(), fixed).overwritePredicate(filters, name));
   }
 
   /**
@@ -166,6 +167,17 @@ final class LanceCatalogTable extends PythonTableView
       }
     });
     return options;
+  }
+
+  /** The Python table's, and overwrites by a condition (replaceWhere, see
+   * {@link LanceWriteTable#newWriteBuilder(LogicalWriteInfo, java.util.function.Function)}). */
+  @Override
+  public java.util.Set<org.apache.spark.sql.connector.catalog.TableCapability> capabilities() {
+    java.util.Set<org.apache.spark.sql.connector.catalog.TableCapability> all =
+        java.util.EnumSet.noneOf(org.apache.spark.sql.connector.catalog.TableCapability.class);
+    all.addAll(python.capabilities());
+    all.add(org.apache.spark.sql.connector.catalog.TableCapability.OVERWRITE_BY_FILTER);
+    return all;
   }
 
   @Override

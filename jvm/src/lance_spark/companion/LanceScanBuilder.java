@@ -102,6 +102,23 @@ final class LanceScanBuilder
     return rejected.toArray(new Filter[0]);
   }
 
+  /**
+   * {@code filters} (an overwrite's condition: {@code writeTo(t).overwrite(cond)},
+   * {@code INSERT INTO t REPLACE WHERE cond}) as one Lance predicate, translated by Python
+   * exactly as a scan's pushed filters are; the replaceWhere of the write.
+   */
+  String overwritePredicate(Filter[] filters, String table) {
+    Filter[] refused = pushFilters(filters);
+    if (refused.length > 0 || filtered == null) {
+      throw new IllegalArgumentException(
+          "an overwrite of the Lance table " + table + " with the condition "
+              + java.util.Arrays.toString(filters) + ": Lance cannot evaluate "
+              + java.util.Arrays.toString(refused) + " exactly; use a condition on the "
+              + "table's columns with comparisons, IN, IS NULL, AND / OR / NOT");
+    }
+    return filtered.reply().get("pushed_predicate").asText();
+  }
+
   @Override
   public Filter[] pushedFilters() {
     return pushed.clone();

@@ -18,6 +18,7 @@ import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsOverwrite;
 import org.apache.spark.sql.connector.write.SupportsTruncate;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
@@ -28,6 +29,8 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
+import org.apache.spark.sql.sources.AlwaysTrue;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -35,7 +38,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * A {@code lance} Python table as a write sees it: every call goes to Spark's own Python write
  * ({@code PythonTable.newWriteBuilder}: the same Python {@code LanceWriter}, the same commit and
  * abort), except that each write task first sizes the Arrow batches Spark sends its Python
- * worker, from the first rows it writes ({@link SizedWriter}).
+ * worker, from the first rows it writes ({@link SizedWriter}). A catalog table's write also
+ * overwrites the rows matching a condition (public {@code SupportsOverwrite}: the condition's
+ * filters made one Lance predicate by Python, the writer's {@code replaceWhere}).
  *
  * <p>Why: Spark 4.3 feeds a Python writer through {@code BatchedPythonArrowInput.writeSizedBatch},
  * which asks {@code ArrowWriter.sizeInBytes()} after every row whenever
@@ -105,6 +110,61 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   }
 
   /**
+   * A write that may also overwrite the rows matching a condition ({@code SupportsOverwrite}):
+   * {@code predicate} makes the condition's filters one Lance predicate, given to the Python
+   * writer as its {@code replaceWhere} option (an overwrite of that slice: one Lance version,
+   * every written row must match it, as Delta's replaceWhere).
+   */
+  WriteBuilder newWriteBuilder(
+      LogicalWriteInfo info, java.util.function.Function<Filter[], String> predicate) {
+    return new Overwriting(this, info, predicate);
+  }
+
+  private static final class Overwriting implements WriteBuilder, SupportsOverwrite {
+    private final LanceWriteTable table;
+    private final LogicalWriteInfo info;
+    private final java.util.function.Function<Filter[], String> predicate;
+    private WriteBuilder delegate;
+
+    Overwriting(
+        LanceWriteTable table,
+        LogicalWriteInfo info,
+        java.util.function.Function<Filter[], String> predicate) {
+      this.table = table;
+      this.info = info;
+      this.predicate = predicate;
+      this.delegate = table.newWriteBuilder(info);
+    }
+
+    @Override
+    public WriteBuilder truncate() {
+      delegate = ((SupportsTruncate) delegate).truncate();
+      return this;
+    }
+
+    @Override
+    public WriteBuilder overwrite(Filter[] filters) {
+      if (filters.length == 0
+          || java.util.Arrays.stream(filters).allMatch(f -> f instanceof AlwaysTrue)) {
+        return truncate();
+      }
+      Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
+      options.put(REPLACE_WHERE, predicate.apply(filters));
+      delegate = table.newWriteBuilder(withOptions(info, new CaseInsensitiveStringMap(options)));
+      delegate = ((SupportsTruncate) delegate).truncate();
+      return this;
+    }
+
+    @Override
+    public Write build() {
+      return delegate.build();
+    }
+  }
+
+  /** The Python writer's option of an overwrite of the rows matching a Lance predicate. */
+  static final String REPLACE_WHERE = "replaceWhere";
+
+  /**
    * {@code info} with the options of the catalog table it writes (the {@code path} option:
    * its location): Spark 4.3 hands a Python writer neither the location nor the name of the
    * catalog table it writes, and the Python writer must never guess it from the incoming data
@@ -125,11 +185,16 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
     }
     Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
     options.putAll(catalogOptions);
-    CaseInsensitiveStringMap withPath = new CaseInsensitiveStringMap(options);
+    return withOptions(info, new CaseInsensitiveStringMap(options));
+  }
+
+  /** {@code info} with {@code options} instead of its own. */
+  private static LogicalWriteInfo withOptions(
+      LogicalWriteInfo info, CaseInsensitiveStringMap options) {
     return new LogicalWriteInfo() {
       @Override
       public CaseInsensitiveStringMap options() {
-        return withPath;
+        return options;
       }
 
       @Override
