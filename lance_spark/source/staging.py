@@ -156,12 +156,19 @@ def _close(
     fs, root = table_fs(_job_dir(table_uri, job_id), storage)
     open_marker = f"{root}/{OPEN_MARKER}"
     if fs.exists(open_marker):
-        fs.rm(open_marker)  # from here on, a late task deletes what it writes itself
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(open_marker)  # from here on, a late task deletes what it writes itself
     recorded = Recorded(files={f"data/{p}" for p in known_paths})
     fs.invalidate_cache(root)  # tasks in other processes wrote the markers
-    markers = fs.glob(f"{root}/*.json")
-    for marker in markers:
-        recorded.update(_read_marker(fs, marker))
+    markers = []
+    for marker in fs.glob(f"{root}/*.json"):
+        try:
+            recorded.update(_read_marker(fs, marker))
+        except FileNotFoundError:
+            # A late task's marker: it saw the job closed and deleted its files, then the
+            # marker, after the listing (a busy machine makes this likely).
+            continue
+        markers.append(marker)
     removed = 0
     if recorded.files or recorded.temporary:
         referenced = _referenced(table_uri, read_version, recorded.files, storage=storage)
@@ -176,8 +183,9 @@ def _close(
         else:
             unused = sorted(recorded.files - referenced) + sorted(recorded.temporary)
             removed = delete_files((table_file_uri(table_uri, p) for p in unused), storage=storage)
-    if markers:
-        fs.rm(markers)
+    for marker in markers:
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(marker)
     _remove_empty_dirs(fs, root)
     return removed
 

@@ -70,6 +70,29 @@ def test_abort_deletes_everything_and_a_late_task_cleans_up_after_itself(uri: st
     assert _written(uri) == before and not (Path(uri) / "_lance_spark").exists()
 
 
+def test_abort_cleans_up_when_a_late_task_removes_its_marker_meanwhile(
+    uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load a late task may see the job closed and delete its files and its marker
+    between the driver's listing of the markers and its reading them: the driver still
+    deletes every other task's files (it used to give the whole cleanup up)."""
+    before = _written(uri)
+    _files.begin_job(uri, "job", storage={})
+    _attempt(uri, "job")
+    _attempt(uri, "job")
+    staging_dir = Path(uri) / "_lance_spark/staging/job"
+    vanished = str(staging_dir / "late-task.json")  # listed, gone when read
+    glob = fsspec.implementations.local.LocalFileSystem.glob
+
+    def listing(self: Any, path: str, **kwargs: Any) -> Any:
+        found = glob(self, path, **kwargs)
+        return [*found, vanished] if path.endswith("*.json") else found
+
+    monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "glob", listing)
+    assert _files.abort_job(uri, "job", [], read_version=1, storage={}) == 4
+    assert _written(uri) == before and not (Path(uri) / "_lance_spark").exists()
+
+
 def test_abort_keeps_files_a_version_references(uri: str) -> None:
     """A commit that landed but reported an error: its files stay."""
     _files.begin_job(uri, "job", storage={})
