@@ -479,6 +479,17 @@ def register_table_function(spark: SparkSession, name: str, handler: type) -> No
         spark.udtf.register(name, create_classic(handler, returnType=None, useArrow=False))
 
 
+def python_function_command(func: Any, return_type: DataType | None = None) -> bytes:
+    """The pickled command of a Python function as Spark's JVM runs it (``SimplePythonFunction``
+    bytes: ``(func, return_type)``, or the bare function of a UDTF class), for the companion
+    to build the Spark job or table function from. pyspark's ``_wrap_function`` pickles the
+    same, but needs a SparkContext; the companion's planner worker has none."""
+    from pyspark import serializers
+
+    pickler: Any = serializers.CloudPickleSerializer()  # type: ignore[no-untyped-call]
+    return bytes(pickler.dumps(func if return_type is None else (func, return_type)))
+
+
 def app_id(spark: SparkSession) -> str:
     """The Spark application id (``sparkContext.applicationId``; ``spark.app.id`` on Connect)."""
     if is_connect(spark):

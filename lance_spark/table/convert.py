@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from lance_spark import _spark
 from lance_spark._spark import JobProgress, JobTracker, ProgressReport
@@ -54,60 +55,111 @@ def convert_parquet(
 ) -> int | None:
     """See :meth:`LanceTable.convertToLance`. Returns the version committed (None: none,
     the table existed and ``mode`` was ``ignore``)."""
-    how = _mode(mode)
-    _check_paths(source, target)
-    report = _reporter(progress, source, target)
-    exists = dataset.table_exists(target, storage=storage)
-    if exists and how in ("error", "errorifexists"):
-        raise TableAlreadyExistsError(
-            f"a Lance table already exists at {target!r}; convertToLance(..., "
-            "mode='overwrite') replaces its rows (a new version), mode='append' adds to them, "
-            "mode='ignore' leaves it as it is"
-        )
-    if exists and how == "ignore":
+    how = begin(source, target, storage=storage, mode=mode)
+    if how is None:
         return None
+    report = _reporter(progress, source, target)
     frame = _read_parquet(spark, source, parquet_options or {}, storage)
-    source_files = len(frame.inputFiles())
-    write_options = parse_write_options(
-        {**(options or {}), "path": target}, session_storage=storage
-    )
-    if how == "overwrite":
-        # The converted table has the Parquet schema, whatever the table had before.
-        write_options = dataclasses.replace(write_options, overwrite_schema=True)
-    # A local folder the job makes (plan_write opens its staging there) goes if it fails.
-    folder = _normalise_uri(target)
-    made_folder = "://" not in folder and not os.path.exists(folder)
-    writer = plan_write(
-        uri=target,
-        spark_schema=frame.schema,
-        overwrite=how == "overwrite",
-        options=write_options,
+    made_folder = makes_folder(target)
+    writer = plan_writer(
+        target,
+        frame.schema,
+        how=how,
+        options=options or {},
+        storage=storage,
         app_id=_spark.app_id(spark),
     )
     try:
         with _tracking(spark, report, target) as tracker:
             done = TaskResult() if writer.repeat is not None else _run(frame, writer)
-            version = writer.commit_results(
-                [done],
-                txn=writer._txn(),
-                operation=OPERATION,
-                parameters={"sourceFormat": "parquet", "sourcePath": source},
-                metrics={"numConvertedFiles": source_files},
-            )
+            version = commit(writer, done, source=source, files=len(frame.inputFiles()))
             if tracker is not None:
                 tracker.finish(tasks=done.counts.get(_TASKS, 0), rows=done.counts.get(ROWS, 0))
     except BaseException:
-        # The job's files are nobody's; commit_results ended the job itself if it got there
-        # (ending it again finds nothing to do).
-        writer.abort_results([])
-        if made_folder:
-            with suppress(OSError):  # not empty: someone else writes there now
-                os.rmdir(folder)
+        abort(writer, made_folder=made_folder)
         raise
     finally:
         if isinstance(report, StderrProgress):
             report.close()
     return version
+
+
+# --- the steps of a conversion, shared with the companion's CONVERT TO LANCE ----------------
+
+
+def begin(source: str, target: str, *, storage: Mapping[str, str], mode: str) -> str | None:
+    """The save mode a conversion of ``source`` into ``target`` runs with (lower case), or
+    None: there is nothing to do (a table exists and ``mode`` is ``ignore``). Raises for a bad
+    mode or path, an existing table (``error``) and a Lance table as the source."""
+    how = _mode(mode)
+    _check_paths(source, target)
+    exists = dataset.table_exists(target, storage=storage)
+    if exists and how in ("error", "errorifexists"):
+        raise TableAlreadyExistsError(
+            f"a Lance table already exists at {target!r}; mode 'overwrite' replaces its rows "
+            "(a new version), 'append' adds to them, 'ignore' leaves it as it is"
+        )
+    if exists and how == "ignore":
+        return None
+    if _is_lance(source, storage):
+        raise InvalidOptionError(
+            f"{source!r} is a Lance table, not Parquet data; copy a Lance table with "
+            "LanceTable.forPath(spark, path).shallowClone(target) or a write of its DataFrame"
+        )
+    return how
+
+
+def makes_folder(target: str) -> bool:
+    """Whether the conversion makes the local folder ``target`` (removed if it fails)."""
+    folder = _normalise_uri(target)
+    return "://" not in folder and not os.path.exists(folder)
+
+
+def plan_writer(
+    target: str,
+    schema: StructType,
+    *,
+    how: str,
+    options: Mapping[str, str],
+    storage: Mapping[str, str],
+    app_id: str | None,
+) -> LanceWriter:
+    """The writer of a conversion whose Parquet data has ``schema`` (Spark's)."""
+    write_options = parse_write_options({**options, "path": target}, session_storage=storage)
+    if how == "overwrite":
+        # The converted table has the Parquet schema, whatever the table had before.
+        write_options = dataclasses.replace(write_options, overwrite_schema=True)
+    return plan_write(
+        uri=target,
+        spark_schema=schema,
+        overwrite=how == "overwrite",
+        options=write_options,
+        app_id=app_id,
+    )
+
+
+def commit(writer: LanceWriter, done: TaskResult, *, source: str, files: int) -> int | None:
+    """Commit what the job's tasks wrote (``done``, combined) as one ``CONVERT`` version."""
+    return writer.commit_results(
+        [done],
+        txn=writer._txn(),
+        operation=OPERATION,
+        parameters={"sourceFormat": "parquet", "sourcePath": source},
+        metrics={"numConvertedFiles": files},
+    )
+
+
+def abort(writer: LanceWriter, *, made_folder: bool) -> None:
+    """Delete what a failed conversion wrote (and the folder it made)."""
+    # The job's files are nobody's; commit_results ended the job itself if it got there
+    # (ending it again finds nothing to do).
+    writer.abort_results([])
+    if made_folder:
+        # Its empty folders too (``data``); a file left means someone else writes there now.
+        folder = _normalise_uri(writer.uri)
+        for path, _, _ in sorted(os.walk(folder), key=lambda entry: -len(entry[0])):
+            with suppress(OSError):
+                os.rmdir(path)
 
 
 def _reporter(progress: bool | ProgressReport, source: str, target: str) -> ProgressReport | None:
@@ -135,7 +187,7 @@ def _tracking(
 def _run(frame: DataFrame, writer: LanceWriter) -> TaskResult:
     """The write job: every task writes its rows into fragments; their results combined."""
     try:
-        return _jobs.run_tasks(frame, _write_task(writer))
+        return _jobs.run_tasks(frame, write_task(writer))
     except _spark.spark_errors() as err:
         raise LanceSparkError(
             f"converting the Parquet data to the Lance table at {writer.uri!r} failed, nothing "
@@ -143,7 +195,9 @@ def _run(frame: DataFrame, writer: LanceWriter) -> TaskResult:
         ) from err
 
 
-def _write_task(writer: LanceWriter) -> _jobs.Task:
+def write_task(writer: LanceWriter) -> _jobs.Task:
+    """A task of the conversion's job: its rows into fragments, counted as one task."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
         result = writer.write(batches)
         yield dataclasses.replace(result, counts={**result.counts, _TASKS: 1})
@@ -184,11 +238,6 @@ def _read_parquet(
 ) -> DataFrame:
     """The Parquet data at ``source`` (a file or a directory, partitioned or not), its schema
     resolved; an error naming ``source`` when there is none."""
-    if _is_lance(source, storage):
-        raise InvalidOptionError(
-            f"{source!r} is a Lance table, not Parquet data; copy a Lance table with "
-            "LanceTable.forPath(spark, path).shallowClone(target) or a write of its DataFrame"
-        )
     try:
         frame = spark.read.options(**{k: str(v) for k, v in options.items()}).parquet(source)
         frame.schema  # noqa: B018  (resolves the files and the schema now: Connect is lazy)

@@ -34,6 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from lance_spark import _spark
 from lance_spark.errors import CommitConflictError, ConcurrentModificationError, LanceSparkError
 from lance_spark.source import jobs as _jobs
 from lance_spark.source.jobs import TaskResult
@@ -68,6 +69,13 @@ def run_tasks(rows: DataFrame, task: Task) -> TaskResult:
     first connector error a task raised, as that error."""
     collected = rows.mapInArrow(_shipping(task), _jobs.RESULT_DDL).collect()
     return _jobs.combine(_jobs.decode(row[0] for row in collected))
+
+
+def map_command(task: Task) -> bytes:
+    """``task`` as the pickled function of a ``mapInArrow`` over the companion's input frame
+    (see :class:`~lance_spark.table.procedures.Job`): its rows in :data:`RESULT_SCHEMA`,
+    connector errors shipped as :func:`run_tasks` ships them."""
+    return _spark.python_function_command(_shipping(task), RESULT_SCHEMA)
 
 
 def _shipping(task: Task) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -21,6 +21,8 @@ retryable conflict: the attempt is redone, as :func:`~lance_spark.table.jobs.wit
 from __future__ import annotations
 
 import base64
+import json
+import pickle
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +31,7 @@ from typing import Any, cast
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from lance_spark.errors import CommitConflictError, InvalidOptionError
 from lance_spark.source import dataset
@@ -39,7 +41,16 @@ from lance_spark.source.options import (
     VERSION_AS_OF,
     parse_read_options,
 )
-from lance_spark.table import branches, catalog, detail, folder_catalog, history, maintenance
+from lance_spark.source.writer import ROWS
+from lance_spark.table import (
+    branches,
+    catalog,
+    convert,
+    detail,
+    folder_catalog,
+    history,
+    maintenance,
+)
 from lance_spark.table import jobs as _jobs
 from lance_spark.table.context import TableContext
 
@@ -47,19 +58,44 @@ Rows = list[tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
-class Job:
-    """A Spark job a procedure needs before it can finish (see the module doc)."""
+class Input:
+    """Data a job reads with Spark's own reader (``spark.read.format(format).options(options)
+    .load(path)`` in the companion): CONVERT TO LANCE's Parquet table."""
 
-    reader: _jobs.TaskReader
+    format: str
+    path: str
+    options: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A Spark job a procedure needs before it can finish (see the module doc): the tasks of
+    ``reader``; or, with ``input``, ``task`` run on every partition of that data (as
+    :func:`~lance_spark.table.jobs.run_tasks` runs it) or, without ``task``, no job: the
+    companion reads the data's schema and gives it back (``Resume.input``)."""
+
     state: dict[str, Any]  # JSON: given back with the job's results
+    reader: _jobs.TaskReader | None = None
+    input: Input | None = None
+    task: _jobs.Task | None = None
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """What the companion found reading a job's :class:`Input`: its Spark schema and files."""
+
+    schema: StructType
+    files: int
 
 
 @dataclass(frozen=True)
 class Resume:
-    """A procedure's second call: its job's ``state`` and ``results`` (None: the job failed)."""
+    """A procedure's next call: its job's ``state`` and ``results`` (None: the job failed),
+    or its input's ``input`` (a job with an input and no task)."""
 
     state: Mapping[str, Any]
     results: list[bytes] | None
+    input: InputInfo | None = None
 
 
 Outcome = tuple[StructType, Rows] | Job
@@ -153,7 +189,65 @@ def _compaction_attempt(table: TableContext, target: int | None, *, number: int)
     if started is None:
         return maintenance.COMPACTION_SCHEMA, [maintenance.compaction_row(None)]
     reader = _jobs.TaskReader(len(started.planned.tasks), started.task())
-    return Job(reader, {"compaction": started.state(), "attempt": number})
+    return Job({"compaction": started.state(), "attempt": number}, reader=reader)
+
+
+CONVERT_SCHEMA = StructType(
+    [
+        StructField("version", LongType()),
+        StructField("num_converted_files", LongType()),
+        StructField("num_output_rows", LongType()),
+    ]
+)
+
+
+def _convert(table: TableContext, args: Mapping[str, Any], resume: Resume | None) -> Outcome:
+    """CONVERT TO LANCE: the Parquet data at ``source`` into the Lance table at the target
+    path, one Spark job and one ``CONVERT`` version (:mod:`~lance_spark.table.convert`, as
+    ``LanceTable.convertToLance``). Three calls: check and ask for the data's schema; plan the
+    writer and ask for the write job; commit (or delete what the failed job wrote)."""
+    source = args.get("source")
+    if resume is None:
+        how = convert.begin(
+            str(source or ""), table.uri, storage=table.storage, mode=args.get("mode") or "error"
+        )
+        if how is None:  # mode ignore, a table exists
+            return CONVERT_SCHEMA, [(None, 0, 0)]
+        return Job({"mode": how}, input=_parquet(str(source)))
+    if "writer" not in resume.state:  # the data's schema is known: the write job
+        if resume.input is None:
+            return NO_ROWS  # reading the data failed: nothing was written
+        made_folder = convert.makes_folder(table.uri)  # before the writer stages there
+        writer = convert.plan_writer(
+            table.uri,
+            resume.input.schema,
+            how=str(resume.state["mode"]),
+            options={},
+            storage=table.storage,
+            app_id=table.application,
+        )
+        state = {
+            "writer": base64.b64encode(pickle.dumps(writer)).decode("ascii"),
+            "made_folder": made_folder,
+            "files": resume.input.files,
+        }
+        return Job(state, input=_parquet(str(source)), task=convert.write_task(writer))
+    writer = pickle.loads(base64.b64decode(resume.state["writer"]))  # the state this procedure gave
+    made_folder = bool(resume.state["made_folder"])
+    if resume.results is None:
+        convert.abort(writer, made_folder=made_folder)  # the companion raises the job's error
+        return NO_ROWS
+    try:
+        done = _jobs.results_of(resume.results)
+        version = convert.commit(writer, done, source=str(source), files=int(resume.state["files"]))
+    except BaseException:
+        convert.abort(writer, made_folder=made_folder)
+        raise
+    return CONVERT_SCHEMA, [(version, int(resume.state["files"]), done.counts.get(ROWS, 0))]
+
+
+def _parquet(path: str) -> Input:
+    return Input("parquet", path, {})
 
 
 def _create_index(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
@@ -206,6 +300,7 @@ PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructTy
 # Procedures whose work is a Spark job (see the module doc).
 JOB_PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any], Resume | None], Outcome]] = {
     "optimize": _optimize,
+    "convert": _convert,
 }
 
 
@@ -252,7 +347,13 @@ def run(
     else:
         outcome = PROCEDURES[name](table, args)
     if isinstance(outcome, Job):
-        job = {"state": outcome.state, "schema": _jobs.RESULT_SCHEMA.json()}
+        job: dict[str, Any] = {"state": outcome.state, "schema": _jobs.RESULT_SCHEMA.json()}
+        if outcome.input is not None:
+            given = outcome.input
+            job["input"] = {"format": given.format, "path": given.path, "options": given.options}
+        if outcome.task is not None:
+            command = _jobs.map_command(outcome.task)
+            job["map"] = base64.b64encode(command).decode("ascii")
         return {"schema": StructType([]).json(), "arrow": "", "job": job}, outcome.reader
     schema, rows = outcome
     return {"schema": schema.json(), "arrow": _arrow_ipc(schema, rows)}, None
@@ -262,9 +363,15 @@ def _resume(raw: Any) -> Resume | None:
     if raw is None:
         return None
     results = raw.get("results")
+    found = raw.get("input")
+    info = None
+    if found is not None:
+        schema = StructType.fromJson(json.loads(found["schema"]))
+        info = InputInfo(schema=schema, files=int(found["files"]))
     return Resume(
         state=dict(raw["state"]),
         results=None if results is None else [base64.b64decode(r) for r in results],
+        input=info,
     )
 
 

@@ -69,6 +69,21 @@ CALL = "CALL spark_catalog.system."
         ("OPTIMIZE pets", "optimize(table => 'pets')"),
         ("optimize '/d/p.lance';", "optimize(table => 'lance.`/d/p.lance`')"),
         ("OPTIMIZE pets ZORDER BY (id)", None),
+        (
+            "CONVERT TO LANCE parquet.`/d/events` LOCATION '/d/events.lance'",
+            "convert(table => 'lance.`/d/events.lance`', source => '/d/events')",
+        ),
+        (
+            "convert to lance '/d/e' location 's3://b/e.lance';",
+            "convert(table => 'lance.`s3://b/e.lance`', source => '/d/e')",
+        ),
+        (
+            "CONVERT TO LANCE db.events LOCATION '/d/e.lance'",
+            "convert(table => 'lance.`/d/e.lance`', source => 'db.events')",
+        ),
+        ("CONVERT TO LANCE parquet.`/d/e`", None),
+        ("CONVERT TO DELTA parquet.`/d/e`", None),
+        ("CONVERT TO LANCE parquet.`/d/e` LOCATION '/d/e.lance' NO STATISTICS", None),
         ("SHOW BRANCHES IN pets LIMIT 2", None),
         ("SHOW BRANCHES pets", None),
         ("ALTER TABLE pets ADD COLUMNS (note STRING)", None),

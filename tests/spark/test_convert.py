@@ -137,7 +137,7 @@ def test_convert_modes_on_an_existing_table(
     spark: SparkSession, parquet_dir: str, table_uri: str
 ) -> None:
     LanceTable.convertToLance(spark, parquet_dir, table_uri, progress=False)
-    with pytest.raises(TableAlreadyExistsError, match=r"table\.lance.*mode='overwrite'"):
+    with pytest.raises(TableAlreadyExistsError, match=r"table\.lance.*mode 'overwrite'"):
         LanceTable.convertToLance(spark, parquet_dir, table_uri, progress=False)
     LanceTable.convertToLance(spark, parquet_dir, table_uri, mode="ignore", progress=False)
     assert lance.dataset(table_uri).version == 1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import lance
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from _sql_clients import (
     CLASSIC,
@@ -381,6 +382,72 @@ def test_insert_replace_where_through_every_client(sql_client: SqlClient, tmp_pa
     finally:
         if sql_client.kind != SPARK_SQL:
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+@pytest.mark.spark
+def test_convert_to_lance_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """CONVERT TO LANCE (Delta's CONVERT TO DELTA, written at its own location) and its CALL
+    form in every client: Spark's Parquet reader (partition discovery included) feeds one Spark
+    job whose tasks write Lance fragments, committed as one CONVERT version; checked with
+    pyarrow's reading of the Parquet data and pylance's of the table. Refusals change nothing;
+    a job that fails commits nothing."""
+    source = tmp_path / "events"
+    for label, start in (("a", 0), ("b", 3)):
+        (source / f"label={label}").mkdir(parents=True)
+        rows = pa.table({"id": pa.array(range(start, start + 3), pa.int64()), "x": [0.5] * 3})
+        pq.write_table(rows, source / f"label={label}" / "part.parquet")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), broken / "a.parquet")
+    pq.write_table(pa.table({"id": ["x"]}), broken / "b.parquet")
+    target = tmp_path / "events.lance"
+    results = sql_client.sql_script(
+        [
+            f"CONVERT TO LANCE parquet.`{source}` LOCATION '{target}'",
+            f"SELECT id, x, label FROM lance.`{target}` ORDER BY id",
+            f"CALL spark_catalog.system.convert(table => 'lance.`{target}`', "
+            f"source => '{source}', mode => 'append')",
+            f"DESCRIBE HISTORY lance.`{target}`",
+        ]
+    )
+    assert rows_as_text(results[0]) == [("1", "2", "6")]
+    expected = pq.read_table(source).to_pydict()  # pyarrow's discovery of the same layout
+    spark_rows = sorted(zip(expected["id"], expected["x"], expected["label"], strict=True))
+    assert rows_as_text(results[1]) == [tuple(value_text(v) for v in r) for r in spark_rows]
+    assert rows_as_text(results[2]) == [("2", "2", "6")]
+    history = [(r[0], r[2]) for r in rows_as_text(results[3])]
+    assert history == [("2", "CONVERT"), ("1", "CONVERT")]
+    dataset = lance.dataset(str(target))
+    table = dataset.to_table().sort_by("id")
+    assert table.column_names == ["id", "x", "label"]
+    assert table["id"].to_pylist() == sorted([*expected["id"], *expected["id"]])
+    assert dataset.version == 2
+
+    refused = [
+        (f"CONVERT TO LANCE parquet.`{source}` LOCATION '{target}'", "already exists"),
+        (f"CONVERT TO LANCE parquet.`{target}` LOCATION '{tmp_path}/c.lance'", "is a Lance table"),
+        (
+            f"CALL spark_catalog.system.convert(table => 'lance.`{target}`', "
+            f"source => '{source}', mode => 'sometimes')",
+            "mode 'sometimes' is not one of",
+        ),
+        (f"CONVERT TO LANCE parquet.`{tmp_path}/nope` LOCATION '{tmp_path}/n.lance'", "nope"),
+        (
+            f"CALL spark_catalog.system.convert(table => 'lance.`{target}`', "
+            f"source => '{broken}', mode => 'overwrite')",
+            None,  # the job fails: Spark's error, as the client reports it
+        ),
+        (f"CONVERT TO LANCE parquet.`{broken}` LOCATION '{tmp_path}/b.lance'", None),
+    ]
+    refused_kinds: list[tuple[str, str | None]] = refused
+    for statement, message in refused_kinds:
+        with pytest.raises(SqlClientError, match=message):
+            sql_client.sql(statement)
+    assert lance.dataset(str(target)).version == 2
+    assert lance.dataset(str(target)).to_table().sort_by("id") == table
+    for never in ("c.lance", "n.lance", "b.lance"):
+        with pytest.raises(ValueError):
+            lance.dataset(str(tmp_path / never))
 
 
 def _table_names(rows: list[tuple[object, ...]]) -> list[str]:

@@ -129,3 +129,108 @@ def test_a_retryable_conflict_is_a_new_attempt(tmp_path: Path) -> None:
     assert _rows(done)[0]["fragments_added"] == 1
     ids = lance.dataset(uri).to_table()["id"].to_pylist()
     assert sorted(ids) == [i for i in range(12) if i != 4]
+
+
+def _convert_call(
+    target: str, source: str, resume: dict[str, Any] | None = None, **args: Any
+) -> tuple[dict[str, Any], Any]:
+    call: dict[str, Any] = {
+        "name": "convert",
+        "args": {"source": source, **args},
+        "app_id": "app-7",
+    }
+    if resume is not None:
+        call["resume"] = resume
+    reply, reader = procedures.run(LanceDataSource({"path": target}), call)
+    json.dumps(reply)
+    return reply, reader
+
+
+def _parquet_source(tmp_path: Path) -> tuple[str, pa.Table]:
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "events"
+    source.mkdir()
+    rows = pa.table({"id": pa.array(range(6), pa.int64()), "name": [f"n{i}" for i in range(6)]})
+    pq.write_table(rows.slice(0, 3), source / "a.parquet")
+    pq.write_table(rows.slice(3), source / "b.parquet")
+    return str(source), rows
+
+
+def _map_job(reply: dict[str, Any], data: pa.Table) -> list[str]:
+    """What the companion does with a job that has an input and a function: the function
+    (Spark's pickled command: the function and its row type) over each partition's batches."""
+    from pyspark import serializers
+
+    function, schema = serializers.CloudPickleSerializer().loads(  # type: ignore[no-untyped-call]
+        base64.b64decode(reply["job"]["map"])
+    )
+    assert schema == jobs.RESULT_SCHEMA
+    blobs = []
+    for part in (data.slice(0, 2), data.slice(2)):  # two partitions
+        for batch in function(iter(part.to_batches())):
+            blobs += [base64.b64encode(b).decode("ascii") for b in batch.column(0).to_pylist()]
+    return blobs
+
+
+def test_convert_asks_for_the_data_then_runs_one_write_job(tmp_path: Path) -> None:
+    source, rows = _parquet_source(tmp_path)
+    target = str(tmp_path / "events.lance")
+    first, reader = _convert_call(target, source)
+    assert reader is None
+    assert first["job"]["input"] == {"format": "parquet", "path": source, "options": {}}
+    assert "map" not in first["job"]
+    schema = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "name", "type": "string", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+    state = first["job"]["state"]
+    second, _ = _convert_call(
+        target, source, {"state": state, "results": None, "input": {"schema": schema, "files": 2}}
+    )
+    assert second["job"]["input"]["path"] == source
+    results = _map_job(second, rows)
+    done, _ = _convert_call(target, source, {"state": second["job"]["state"], "results": results})
+    assert _rows(done) == [{"version": 1, "num_converted_files": 2, "num_output_rows": 6}]
+    dataset = lance.dataset(target)
+    assert dataset.to_table().sort_by("id") == rows
+    entry = dataset.versions()[-1]
+    assert dataset.version == 1 and entry["version"] == 1
+
+
+def test_a_failed_convert_job_leaves_no_table(tmp_path: Path) -> None:
+    source, rows = _parquet_source(tmp_path)
+    target = str(tmp_path / "events.lance")
+    first, _ = _convert_call(target, source)
+    schema = (
+        '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    )
+    second, _ = _convert_call(
+        target,
+        source,
+        {"state": first["job"]["state"], "results": None, "input": {"schema": schema, "files": 2}},
+    )
+    _map_job(second, rows.select(["id"]))  # the tasks wrote their files, then the job failed
+    failed, _ = _convert_call(target, source, {"state": second["job"]["state"], "results": None})
+    assert failed["arrow"] == ""
+    assert not Path(target).exists()
+
+
+def test_convert_refuses_before_any_job(tmp_path: Path) -> None:
+    source, _ = _parquet_source(tmp_path)
+    target = str(tmp_path / "events.lance")
+    with pytest.raises(InvalidOptionError, match="mode 'sometimes' is not one of"):
+        _convert_call(target, source, mode="sometimes")
+    with pytest.raises(InvalidOptionError, match="in or around the Parquet data"):
+        _convert_call(source + "/t.lance", source)
+    lance.write_dataset(pa.table({"id": [1]}), target)
+    with pytest.raises(Exception, match="already exists"):
+        _convert_call(target, source)
+    ignored, _ = _convert_call(target, source, mode="ignore")
+    assert _rows(ignored) == [{"version": None, "num_converted_files": 0, "num_output_rows": 0}]
+    assert lance.dataset(target).version == 1

@@ -1,9 +1,14 @@
 package lance_spark.companion;
 
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.List;
 import java.util.Set;
 
+import com.fasterxml.jackson.databind.JsonNode;
+
+import org.apache.spark.api.python.PythonFunction;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.TableCapability;
@@ -11,22 +16,32 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation$;
 import org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource;
+import org.apache.spark.sql.execution.python.UserDefinedPythonFunction;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The Spark job a procedure of {@link LanceProcedures} asks for: a read of one binary column
- * whose partitions are the job's tasks, planned in Python ({@code lance_spark.table.jobs.TaskReader})
- * and run as a {@link LanceScan}; each task's row is what it did, which goes back to Python.
- * Java decides nothing: the tasks, their number and what they return are Python's.
+ * The Spark job a procedure of {@link LanceProcedures} asks for, one of two kinds. A read of one
+ * binary column whose partitions are the job's tasks, planned in Python
+ * ({@code lance_spark.table.jobs.TaskReader}) and run as a {@link LanceScan}. Or a Python function
+ * run on every partition of data Spark reads itself ({@code input}: format, path, options; a
+ * {@code mapInArrow} of the pickled function, as {@code lance_spark.table.jobs.run_tasks} runs
+ * it from PySpark): CONVERT TO LANCE reads Parquet with Spark's reader. Either way each task's
+ * rows are what it did, which go back to Python. Java decides nothing: the tasks, the data,
+ * the function and what they return are Python's.
  *
  * <p>Spark interfaces: {@code SupportsRead} (public DSv2; the table of the job's one scan).
  *
  * <p>Spark internals: {@code DataSourceV2Relation.create} and the classic {@code Dataset.ofRows}
- * (a plan of a {@code Table} no catalog names: there is no public way to read one).
+ * (a plan of a {@code Table} no catalog names: there is no public way to read one); the classic
+ * {@code Dataset.mapInArrow(Column, ...)} with a {@code UserDefinedPythonFunction} of eval type
+ * {@code SQL_MAP_ARROW_ITER_UDF} (what PySpark's {@code mapInArrow} calls: no public Java API
+ * runs a Python function), its {@code PythonFunction} made by
+ * {@code UserDefinedPythonDataSource.createPythonFunction} (the {@code lance} source's Python).
  */
 final class LanceJob implements SupportsRead {
   private final LanceScan scan;
@@ -48,6 +63,46 @@ final class LanceJob implements SupportsRead {
     List<byte[]> results = new ArrayList<>();
     for (Row row : org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(session, relation)
         .collectAsList()) {
+      results.add((byte[]) row.get(0));
+    }
+    return results;
+  }
+
+  /** PySpark's {@code PythonEvalType.SQL_MAP_ARROW_ITER_UDF}: a {@code mapInArrow} function. */
+  private static final int MAP_ARROW_ITER = 207;
+
+  /** The data a job reads ({@code {"format", "path", "options"}}), read by Spark's reader. */
+  static org.apache.spark.sql.classic.Dataset<Row> input(JsonNode input) {
+    org.apache.spark.sql.classic.DataFrameReader reader =
+        ((org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.SparkSession.active())
+            .read().format(input.get("format").asText());
+    for (var option : input.get("options").properties()) {
+      reader.option(option.getKey(), option.getValue().asText());
+    }
+    return reader.load(input.get("path").asText());
+  }
+
+  /**
+   * Runs the pickled Python function {@code command} (base64) on every partition of
+   * {@code frame}; each result row's one binary value, in order. {@code schema}: the rows'.
+   */
+  static List<byte[]> map(
+      org.apache.spark.sql.classic.Dataset<Row> frame,
+      String command,
+      StructType schema,
+      UserDefinedPythonDataSource source) {
+    PythonFunction function = source.createPythonFunction(Base64.getDecoder().decode(command));
+    UserDefinedPythonFunction udf = new UserDefinedPythonFunction(
+        "lance_spark_job", function, schema, MAP_ARROW_ITER, true,
+        UserDefinedPythonFunction.$lessinit$greater$default$6(),
+        UserDefinedPythonFunction.$lessinit$greater$default$7());
+    List<Column> columns = new ArrayList<>();
+    for (String name : frame.columns()) {
+      columns.add(frame.col("`" + name.replace("`", "``") + "`"));
+    }
+    Column call = udf.apply(CollectionConverters.asScala(columns).toSeq());
+    List<byte[]> results = new ArrayList<>();
+    for (Row row : frame.mapInArrow(call, false, null).collectAsList()) {
       results.add((byte[]) row.get(0));
     }
     return results;

@@ -41,15 +41,18 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * Lance's procedures in {@link LanceSessionCatalog}: {@code CALL spark_catalog.system.history |
  * restore | vacuum | detail | create_tag | drop_tag | create_branch | drop_branch | branches
- * | optimize (table => '<name or lance.`path`>', ...)}, which {@link LanceSqlParser} also makes
- * of Delta's {@code DESCRIBE HISTORY}, {@code RESTORE}, {@code VACUUM}, {@code DESCRIBE DETAIL},
- * {@code OPTIMIZE} and of the tag and branch statements. A call runs when Spark analyses it (a
+ * | optimize (table => '<name or lance.`path`>', ...)} and {@code convert(table =>
+ * 'lance.`path`', source => '<Parquet path or table>', mode => 'error')}, which
+ * {@link LanceSqlParser} also makes of Delta's {@code DESCRIBE HISTORY}, {@code RESTORE},
+ * {@code VACUUM}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE}, {@code CONVERT TO LANCE} and of the
+ * tag and branch statements. A call runs when Spark analyses it (a
  * command: once per statement, in every client). The index operations of
  * {@link LanceCatalogTable} ({@code SupportsIndex}) run here too.
  *
- * <p>A procedure whose work is a Spark job ({@code optimize}) answers with the job instead of
- * rows: the read function and partitions of a Python reader whose partitions are its tasks, as
- * a scan's plan comes back. {@link LanceJob} runs it and the procedure is called again with the
+ * <p>A procedure whose work is a Spark job ({@code optimize}, {@code convert}) answers with the
+ * job instead of rows: the read function and partitions of a Python reader whose partitions are
+ * its tasks, as a scan's plan comes back; or data for Spark to read and a pickled Python
+ * function to run on it (before that function, the procedure may ask for the data's schema). {@link LanceJob} runs it and the procedure is called again with the
  * job's results ({@code resume}), until it answers with rows; when the job fails, it is called
  * with none (it deletes what the job staged) and the job's error is raised.
  *
@@ -77,6 +80,9 @@ final class LanceProcedures {
   }
 
   private static final Map<String, ProcedureParameter[]> PARAMETERS = new LinkedHashMap<>();
+
+  /** Procedures that make their table: it is a path ({@code lance.`path`}), not loaded. */
+  private static final java.util.Set<String> CREATES_TABLE = java.util.Set.of("convert");
 
   static {
     PARAMETERS.put("history", new ProcedureParameter[] {
@@ -111,6 +117,10 @@ final class LanceProcedures {
     PARAMETERS.put("optimize", new ProcedureParameter[] {
       required("table", DataTypes.StringType),
       optional("target_rows_per_fragment", DataTypes.LongType, "NULL")});
+    PARAMETERS.put("convert", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      required("source", DataTypes.StringType),
+      optional("mode", DataTypes.StringType, "'error'")});
   }
 
   static Identifier[] list() {
@@ -172,7 +182,13 @@ final class LanceProcedures {
       if (!table.toLowerCase(java.util.Locale.ROOT).startsWith(PythonTableView.FORMAT + ".`")) {
         args.put("name", table);  // a catalog name (DESCRIBE DETAIL shows it), not a path
       }
-      Map<String, String> options = catalog.procedureTarget(table, name);
+      Map<String, String> options;
+      if (CREATES_TABLE.contains(name)) {
+        options = catalog.pathTarget(table, name);
+        args.put("source", catalog.parquetSource(args.get("source").asText(), name));
+      } else {
+        options = catalog.procedureTarget(table, name);
+      }
       JsonNode reply = runJobs(options, name, args);
       if (reply.get("arrow").asText().isEmpty()) {
         return java.util.Collections.emptyIterator();  // a procedure without a result
@@ -191,11 +207,27 @@ final class LanceProcedures {
   static JsonNode runJobs(Map<String, String> options, String name, ObjectNode args) {
     LancePlanner.Result result = call(options, name, args, null);
     while (result.reply().has("job")) {
+      JsonNode job = result.reply().get("job");
       ObjectNode resume = LancePlanner.JSON.createObjectNode();
-      resume.set("state", result.reply().get("job").get("state"));
+      resume.set("state", job.get("state"));
       List<byte[]> done;
       try {
-        done = LanceJob.run(result, LanceSessionCatalog.provider().source());
+        if (job.has("input")) {
+          org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row> frame =
+              LanceJob.input(job.get("input"));
+          if (!job.has("map")) {  // Python asks what the data is before planning its job
+            ObjectNode found = resume.putObject("input");
+            found.put("schema", frame.schema().json());
+            found.put("files", frame.inputFiles().length);
+            result = call(options, name, args, resume);
+            continue;
+          }
+          StructType schema = (StructType) DataType.fromJson(job.get("schema").asText());
+          done = LanceJob.map(frame, job.get("map").asText(), schema,
+              LanceSessionCatalog.provider().source());
+        } else {
+          done = LanceJob.run(result, LanceSessionCatalog.provider().source());
+        }
       } catch (Exception e) {  // Spark's SparkException, which Scala throws undeclared
         resume.putNull("results");
         try {

@@ -520,6 +520,58 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     return lance.writeOptions();
   }
 
+  /**
+   * The options of the Lance table at the path {@code table} ({@code lance.`path`}) for
+   * procedure {@code procedure}, which makes it: nothing is loaded, there may be no table yet.
+   */
+  Map<String, String> pathTarget(String table, String procedure) {
+    String[] parts = CollectionConverters.asJava(
+        CatalystSqlParser$.MODULE$.parseMultipartIdentifier(table)).toArray(new String[0]);
+    if (parts.length != 2 || !isPathIdentifier(new String[] {parts[0]}, parts[1])) {
+      throw new IllegalArgumentException(
+          "procedure " + procedure + " writes a new Lance table at a path: its table must be "
+              + PATH_NAMESPACE + ".`<absolute path or URI>`, not " + table);
+    }
+    return Map.of(LanceWriteTable.PATH, parts[1]);
+  }
+
+  /**
+   * The Parquet data {@code source} names for procedure {@code procedure}: a path as it is, or
+   * the location of a Parquet table of this catalog ({@code USING parquet}, or a Hive table
+   * stored as Parquet).
+   */
+  String parquetSource(String source, String procedure) {
+    if (source.contains("/") || source.contains(":") || source.contains("\\")) {
+      return source;
+    }
+    String[] parts = CollectionConverters.asJava(
+        CatalystSqlParser$.MODULE$.parseMultipartIdentifier(source)).toArray(new String[0]);
+    String[] namespace = Arrays.copyOf(parts, parts.length - 1);
+    if (namespace.length == 0) {
+      namespace = new String[] {SparkSession.active().catalog().currentDatabase()};
+    }
+    Table loaded;
+    try {
+      loaded = super.loadTable(Identifier.of(namespace, parts[parts.length - 1]));
+    } catch (Exception e) {  // NoSuchTableException, or Spark's error for a bad namespace
+      throw LanceSessionCatalog.<RuntimeException>rethrow(e);
+    }
+    if (loaded instanceof V1Table v1) {
+      CatalogTable entry = v1.catalogTable();
+      Option<String> provider = entry.provider();
+      Option<String> serde = entry.storage().serde();
+      boolean parquet = provider.isDefined() && "parquet".equalsIgnoreCase(provider.get())
+          || provider.isDefined() && "hive".equalsIgnoreCase(provider.get())
+              && serde.isDefined() && serde.get().toLowerCase(Locale.ROOT).contains("parquet");
+      if (parquet) {
+        return location(entry.location());
+      }
+    }
+    throw new IllegalArgumentException(
+        "procedure " + procedure + " reads Parquet data: " + source + " is not a Parquet table "
+            + "(give a Parquet path, or a table created USING parquet)");
+  }
+
   @Override
   public Table loadTable(Identifier ident, String version) throws NoSuchTableException {
     return load(ident, VERSION_AS_OF, version);

@@ -22,7 +22,8 @@ import scala.collection.immutable.Seq;
  * Lance's statements in Spark's SQL, the way Delta's SQL extension spells them, for every
  * client: {@code DESCRIBE|DESC HISTORY t [LIMIT n]}, {@code RESTORE [TABLE] t [TO] VERSION AS OF
  * n | 'tag' | TIMESTAMP AS OF 'ts'}, {@code VACUUM t [RETAIN n HOURS] [DRY RUN]},
- * {@code OPTIMIZE t}, {@code DESCRIBE|DESC DETAIL t}, lance_spark's first spelling of
+ * {@code OPTIMIZE t}, {@code DESCRIBE|DESC DETAIL t}, {@code CONVERT TO LANCE parquet.`path`
+ * LOCATION 'path'} (see {@link #convert}), lance_spark's first spelling of
  * {@code CREATE INDEX} (see {@link #createIndex}), {@code ALTER TABLE t CREATE TAG name [AS OF VERSION n]},
  * {@code ALTER TABLE t DROP TAG name}, {@code ALTER TABLE t CREATE BRANCH [IF NOT EXISTS] name
  * [AS OF VERSION n | 'tag']}, {@code ALTER TABLE t DROP BRANCH [IF EXISTS] name} and
@@ -105,6 +106,9 @@ public final class LanceSqlParser implements ParserInterface {
     if (c.accept("CREATE") && c.accept("INDEX")) {
       return createIndex(c);
     }
+    if (c.accept("CONVERT")) {
+      return c.accept("TO") && c.accept("LANCE") ? convert(c) : null;
+    }
     if (c.accept("OPTIMIZE")) {
       String table = c.table();
       return table == null || !c.atEnd() ? null : call("optimize", table);
@@ -184,6 +188,35 @@ public final class LanceSqlParser implements ParserInterface {
     return "CREATE INDEX " + quoted(index) + " ON " + table
         + (type == null ? "" : " USING " + quoted(type)) + " (" + quoted(column) + ")"
         + (options.isEmpty() ? "" : " OPTIONS (" + String.join(", ", options) + ")");
+  }
+
+  /**
+   * {@code CONVERT TO LANCE parquet.`<path>` LOCATION '<path or URI>'}, or a Parquet table's
+   * name in place of {@code parquet.`<path>`}: Delta's {@code CONVERT TO DELTA}, except that
+   * Lance's files are not Parquet, so the Lance table is written at its own location.
+   */
+  private static String convert(Cursor c) {
+    String source;
+    if (c.accept("PARQUET")) {
+      if (!c.accept(".")) {
+        return null;
+      }
+      source = c.name();
+    } else {
+      source = c.string();  // a quoted path
+      if (source == null) {
+        source = c.table();  // a Parquet table of the catalog
+      }
+    }
+    if (source == null || !c.accept("LOCATION")) {
+      return null;
+    }
+    String target = c.string();
+    if (target == null || !c.atEnd()) {
+      return null;
+    }
+    String table = PythonTableView.FORMAT + ".`" + target.replace("`", "``") + "`";
+    return call("convert", table, "source", literal(source));
   }
 
   /** {@code name} as a backquoted SQL identifier. */
