@@ -18,7 +18,6 @@ from lance_spark import _settings, _spark, sql
 from lance_spark.errors import LanceSparkError, PerformanceWarning
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
 from lance_spark.source.options import parse_auto_compact_conf
-from lance_spark.source.search import SEARCH_FUNCTION, search_udtf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
     checked_storage,
@@ -48,9 +47,6 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       compact the table after committing when it has that many small fragments (the write
       options ``autoCompact`` / ``autoCompact.minNumFiles`` override them); read here, like
       the storage confs;
-    - registers the ``lance_search`` table-valued function
-      (``SELECT * FROM lance_search('t', array(0.1, 0.2), 10)``, see
-      :meth:`~lance_spark.LanceTable.search`);
     - makes ``CREATE TABLE t (cols) USING lance LOCATION 'uri'`` create the Lance table;
     - lets reads and writes run from any Python thread (``threading``, thread pools);
     - checks once per application that Spark's Python workers can import ``lance_spark``
@@ -62,8 +58,10 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
       makes each read its own scan: only the columns a query needs, LIMIT and ``COUNT(*)``
       pushed to Lance, statistics for Spark's joins, Arrow batches handed to Spark as columns,
       and filters pushed into Lance (without it Spark filters the rows itself: it would reuse
-      a reader planned with filters for a DataFrame's next query, SPARK-58551), and writes
-      into catalog tables (their location). A Spark Connect session
+      a reader planned with filters for a DataFrame's next query, SPARK-58551), writes
+      into catalog tables (their location), Lance's SQL statements and the ``lance_search``
+      table function (``SELECT * FROM lance_search('t', array(0.1, 0.2), 10)``, see
+      :meth:`~lance_spark.LanceTable.search`). A Spark Connect session
       gets it from its server's configuration (see :func:`spark_conf`); without it,
       ``register`` warns once;
     - says once (a :class:`~lance_spark.errors.PerformanceWarning`) which of the recommended
@@ -93,7 +91,6 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
     _spark.quiet_reregistration(spark)
     spark.dataSource.register(source_class(defaults, FORMAT_NAME))
     reset_private_formats(spark)
-    _spark.register_table_function(spark, SEARCH_FUNCTION, search_udtf(storage))
     sql.install(spark, defaults)
     _spark.install_thread_sessions()  # writes from any Python thread (see _spark)
     _spark.install_write_hooks(writes.handle)  # writeTo, saveAsTable, save modes (see there)
@@ -227,8 +224,8 @@ def _warn_without_companion(spark: SparkSession) -> None:
     warnings.warn(
         "lance_spark: the JVM companion is not loaded, so Lance reads by path are right but "
         "slower (Spark reads every column and filters the rows itself), and catalog tables "
-        "USING lance, VERSION AS OF and lance.`path` in SQL fail (the companion's session "
-        f"catalog serves them); to load it, {fix}.",
+        "USING lance, VERSION AS OF, lance.`path`, Lance's statements and lance_search in "
+        f"SQL fail (the companion serves them); to load it, {fix}.",
         stacklevel=3,
     )
 

@@ -463,22 +463,6 @@ def error_summary(err: BaseException) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)
 
 
-def register_table_function(spark: SparkSession, name: str, handler: type) -> None:
-    """Register the Python UDTF class ``handler`` (with an ``analyze`` method) as SQL
-    function ``name`` of ``spark``. pyspark's ``udtf()`` picks a classic or a Connect UDTF from
-    a process-wide flag, wrong in a process that holds both kinds of session: chosen here from
-    the session itself."""
-    if is_connect(spark):
-        from pyspark.sql.connect.udtf import _create_py_udtf as create_connect
-
-        connect_udtf: Any = create_connect(handler, returnType=None, useArrow=False)
-        spark.udtf.register(name, connect_udtf)
-    else:
-        from pyspark.sql.udtf import _create_py_udtf as create_classic
-
-        spark.udtf.register(name, create_classic(handler, returnType=None, useArrow=False))
-
-
 def python_function_command(func: Any, return_type: DataType | None = None) -> bytes:
     """The pickled command of a Python function as Spark's JVM runs it (``SimplePythonFunction``
     bytes: ``(func, return_type)``, or the bare function of a UDTF class), for the companion
@@ -1221,7 +1205,7 @@ SESSION_CATALOG_CONF = "spark.sql.catalog.spark_catalog"
 SESSION_CATALOG_CLASS = "lance_spark.companion.LanceSessionCatalog"
 
 # Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
-COMPANION_PROTOCOL = 3
+COMPANION_PROTOCOL = 4
 # The SQL function the companion adds to the sessions it is loaded in: its PROTOCOL.
 COMPANION_PROTOCOL_FUNCTION = "lance_companion_protocol"
 

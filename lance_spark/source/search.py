@@ -40,7 +40,6 @@ from lance_spark.source.types import (
     spark_schema_from_arrow,
 )
 
-SEARCH_FUNCTION = "lance_search"  # the SQL table-valued function
 DISTANCE_COLUMN = "_distance"
 SCORE_COLUMN = "_score"
 RANK_COLUMN = "_rank"
@@ -332,9 +331,9 @@ def search_udtf(storage: Mapping[str, str]) -> type:
     """The ``lance_search`` table function's class for a session with these storage options.
 
     ``lance_search(table, vector, k, column, filter, nprobes, refine_factor, text, version,
-    metric)``: ``table`` is a Lance path (``spark.sql`` of a registered session also takes a
-    catalog table name: the SQL front puts the table's location in its place); arguments can be
-    given by name (``k => 5``).
+    metric)``: ``table`` is a Lance path (the companion's ``LanceSearchFunction``, which serves
+    this class as the SQL function, puts a catalog table's location in place of its name);
+    arguments can be given by name (``k => 5``).
     """
     session_storage = dict(storage)
 

@@ -6,9 +6,6 @@ parse, goes to Spark unchanged, so its result and its errors are Spark's own.
 
 Handled now:
 
-- ``lance_search('name', ...)``: a catalog table's name becomes its location (see
-  :mod:`lance_spark.sql.search`), whatever the rest of the statement is.
-
 - The companion's statements (DESCRIBE HISTORY, RESTORE, ...), handed to its parser: a
   running classic session keeps the parser it was built with.
 
@@ -16,7 +13,8 @@ Handled now:
 
 CREATE / CTAS / REPLACE / DROP / ALTER TABLE, CREATE / DROP INDEX, SHOW TBLPROPERTIES and
 DESCRIBE of Lance tables are Spark's own statements, done by the companion's session catalog
-(``LanceSessionCatalog``) for every client; OPTIMIZE is one of the companion's statements.
+(``LanceSessionCatalog``) for every client; OPTIMIZE and CONVERT TO LANCE are the companion's
+statements, and ``lance_search`` its table function.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from lance_spark._spark import PLAIN_SQL_ATTR, companion_statement
 from lance_spark.source.datasource import SessionDefaults
 from lance_spark.source.session import DEFAULTS_ATTR
 from lance_spark.sql import params
-from lance_spark.sql.search import resolve_table_names
 
 _MARKER = "_lance_spark_sql_installed"
 _REPLACE_TABLE = re.compile(r"\s*REPLACE\s+TABLE\s", re.I)
@@ -48,7 +45,6 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
 
     @functools.wraps(original)
     def sql(sqlQuery: str, args: Any = None, **kwargs: Any) -> DataFrame:
-        sqlQuery = resolve_table_names(spark, sqlQuery)
         if not kwargs:
             # With args: the statement with its markers bound, for the front's statements
             # only; anything else goes to Spark as given, which binds them itself.

@@ -33,6 +33,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from lance_spark import _spark
 from lance_spark.errors import CommitConflictError, InvalidOptionError
 from lance_spark.source import dataset
 from lance_spark.source.datasource import LanceDataSource, _normalise_uri
@@ -41,6 +42,7 @@ from lance_spark.source.options import (
     VERSION_AS_OF,
     parse_read_options,
 )
+from lance_spark.source.search import search_udtf
 from lance_spark.source.writer import ROWS
 from lance_spark.table import (
     branches,
@@ -250,21 +252,36 @@ def _parquet(path: str) -> Input:
     return Input("parquet", path, {})
 
 
+# What create_index / drop_index did: the companion raises Spark's IndexAlreadyExistsException
+# / NoSuchIndexException for "exists" / "missing" (IF [NOT] EXISTS then ignores them).
+INDEX_OUTCOME_SCHEMA = StructType([StructField("outcome", StringType())])
+
+
+def _index_exists(table: TableContext, name: str) -> bool:
+    return any(row[0] == name for row in maintenance.index_rows(table))
+
+
 def _create_index(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    name = None if args.get("index") is None else str(args["index"])
+    if name is not None and _index_exists(table, name):
+        return INDEX_OUTCOME_SCHEMA, [("exists",)]
     params = {str(k): v for k, v in dict(args.get("params") or {}).items()}
     maintenance.create_index(
         table,
         str(args["column"]),
         str(args.get("type") or maintenance.DEFAULT_INDEX_TYPE),
-        name=None if args.get("index") is None else str(args["index"]),
+        name=name,
         **params,
     )
-    return NO_ROWS
+    return INDEX_OUTCOME_SCHEMA, [("done",)]
 
 
 def _drop_index(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
-    maintenance.drop_index(table, str(args["index"]))
-    return NO_ROWS
+    name = str(args["index"])
+    if not _index_exists(table, name):
+        return INDEX_OUTCOME_SCHEMA, [("missing",)]
+    maintenance.drop_index(table, name)
+    return INDEX_OUTCOME_SCHEMA, [("done",)]
 
 
 def _properties(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
@@ -297,6 +314,11 @@ PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructTy
     "properties": _properties,
 }
 
+# The companion's call for the ``lance_search`` table function of a session (no table): the
+# pickled UDTF class (``search_udtf`` with the session's storage options, credentials given to
+# ``register`` included, which stay inside the pickled Python as for the data source).
+SEARCH_FUNCTION_CALL = "search_function"
+
 # Procedures whose work is a Spark job (see the module doc).
 JOB_PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any], Resume | None], Outcome]] = {
     "optimize": _optimize,
@@ -322,6 +344,10 @@ def run(
             root, opts.storage, {**(call.get("args") or {}), "app_id": call.get("app_id")}
         )
         return reply, None
+    if name == SEARCH_FUNCTION_CALL:  # the session's, no table: see the constant
+        handler = search_udtf(source.defaults.storage)
+        command = _spark.python_function_command(handler)
+        return {"udtf": base64.b64encode(command).decode("ascii")}, None
     if name not in PROCEDURES and name not in JOB_PROCEDURES:
         known = sorted([*PROCEDURES, *JOB_PROCEDURES])
         raise InvalidOptionError(

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 import lance
 import numpy as np
 import pytest
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lance_spark import LanceTable
-from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, TableNotFoundError
+from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
@@ -190,7 +190,7 @@ def test_search_in_sql_by_path_and_by_catalog_name(table, spark: SparkSession) -
         assert sorted(r["id"] for r in joined.collect()) == sorted(i for i, _ in expected[:2])
     finally:
         spark.sql("DROP TABLE search_pets")
-    with pytest.raises(TableNotFoundError, match="no_such_table"):
+    with pytest.raises(AnalysisException, match=r"TABLE_OR_VIEW_NOT_FOUND.*no_such_table"):
         spark.sql(f"SELECT * FROM lance_search('no_such_table', {literal}, 4)")
 
 

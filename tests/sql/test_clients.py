@@ -450,6 +450,62 @@ def test_convert_to_lance_through_every_client(sql_client: SqlClient, tmp_path: 
             lance.dataset(str(tmp_path / never))
 
 
+@pytest.mark.spark
+def test_lance_search_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """The ``lance_search`` table function is the companion's, in every client: by path and by
+    catalog name (the session catalog gives the location), with named arguments, joined with
+    the table; the nearest rows and distances are pylance's. A branch's name is refused."""
+    path = tmp_path / "vecs.lance"
+    vectors = [[float(i), float(i % 3), 1.0, float(-i)] for i in range(12)]
+    lance.write_dataset(
+        pa.table(
+            {
+                "id": pa.array(range(12), pa.int64()),
+                "vec": pa.array(vectors, pa.list_(pa.float32(), 4)),
+            }
+        ),
+        str(path),
+    )
+    query = [4.2, 1.0, 1.0, -4.0]
+    literal = "array(" + ", ".join(repr(x) for x in query) + ")"
+    expected = lance.dataset(str(path)).to_table(
+        columns=["id"], nearest={"column": "vec", "q": query, "k": 3}
+    )
+    expected_ids = [str(i) for i in expected["id"].to_pylist()]
+    name = _table_name(sql_client, "search")
+    results = _script_then_drop(
+        sql_client,
+        [
+            f"DROP TABLE IF EXISTS {name}",
+            f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+            f"SELECT id, _distance FROM lance_search('{path}', {literal}, 3) ORDER BY _distance",
+            f"SELECT id FROM lance_search(k => 3, table => '{name}', vector => {literal}) "
+            "ORDER BY _distance",
+            f"SELECT s.id, t.id * 10 FROM lance_search('{name}', {literal}, 2) s "
+            f"JOIN {name} t ON s.id = t.id ORDER BY s._distance",
+        ],
+        name,
+    )
+    by_path = rows_as_text(results[2])
+    assert [r[0] for r in by_path] == expected_ids
+    distances = expected["_distance"].to_pylist()
+    assert [float(r[1]) for r in by_path] == pytest.approx(distances, rel=1e-5)
+    assert [r[0] for r in rows_as_text(results[3])] == expected_ids
+    assert rows_as_text(results[4]) == [(i, str(int(i) * 10)) for i in expected_ids[:2]]
+
+    lance.dataset(str(path)).create_branch("exp", 1)
+    with pytest.raises(SqlClientError, match="searches a table's main branch"):
+        sql_client.sql_script(
+            [
+                f"DROP TABLE IF EXISTS {name}",
+                f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+                f"SELECT * FROM lance_search('{name}.branch_exp', {literal}, 3)",
+            ]
+        )
+    if sql_client.kind != SPARK_SQL:
+        sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+
+
 def _table_names(rows: list[tuple[object, ...]]) -> list[str]:
     """The names in SHOW TABLES rows, sorted: (namespace, tableName, isTemporary), or the name
     alone as the spark-sql CLI prints it (Hive's format)."""

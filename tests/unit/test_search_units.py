@@ -20,7 +20,6 @@ from lance_spark.errors import (
     VersionNotFoundError,
 )
 from lance_spark.source import search
-from lance_spark.sql import search as sql_search
 
 DIM = 6
 
@@ -170,57 +169,3 @@ def test_ranks_restart_for_every_query(sizes: list[int]) -> None:
 class _Table:
     def __init__(self, uri: str) -> None:
         self.uri = uri
-
-
-@pytest.fixture
-def catalog(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    tables = {"pets": "/data/pets.lance", "db.o'k": "/data/it's.lance"}
-
-    def for_name(_spark: object, name: str) -> _Table:
-        if name not in tables:
-            raise TableNotFoundError(f"no catalog table {name!r}")
-        return _Table(tables[name])
-
-    from lance_spark.table import LanceTable
-
-    monkeypatch.setattr(LanceTable, "forName", for_name)
-    return tables
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        (
-            "SELECT * FROM lance_search('pets', array(1, 2), 3)",
-            "SELECT * FROM lance_search('/data/pets.lance', array(1, 2), 3)",
-        ),
-        (
-            "SELECT * FROM LANCE_SEARCH(k => 2, table => 'pets', vector => array(1))",
-            "SELECT * FROM LANCE_SEARCH(k => 2, table => '/data/pets.lance', vector => array(1))",
-        ),
-        (  # paths, other functions and strings are left alone
-            "SELECT 'lance_search(pets)' AS s, * FROM lance_search('/x/pets.lance', array(1))",
-            "SELECT 'lance_search(pets)' AS s, * FROM lance_search('/x/pets.lance', array(1))",
-        ),
-        (
-            "SELECT * FROM lance_search('s3://b/pets.lance', array(1)) a, lance_search('pets', array(2)) b",
-            "SELECT * FROM lance_search('s3://b/pets.lance', array(1)) a, "
-            "lance_search('/data/pets.lance', array(2)) b",
-        ),
-        ("SELECT 1", "SELECT 1"),
-    ],
-)
-def test_catalog_names_become_locations(catalog: dict[str, str], text: str, expected: str) -> None:
-    assert sql_search.resolve_table_names(object(), text) == expected  # type: ignore[arg-type]
-
-
-def test_unknown_catalog_name_is_an_error(catalog: dict[str, str]) -> None:
-    with pytest.raises(TableNotFoundError, match="'nothing'"):
-        sql_search.resolve_table_names(object(), "SELECT * FROM lance_search('nothing', array(1))")  # type: ignore[arg-type]
-
-
-def test_location_is_quoted_for_sql(catalog: dict[str, str]) -> None:
-    out = sql_search.resolve_table_names(
-        object(), 'SELECT * FROM lance_search("db.o\'k", array(1))'
-    )  # type: ignore[arg-type]
-    assert "it\\'s.lance" in out

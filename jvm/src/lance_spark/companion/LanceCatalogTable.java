@@ -220,9 +220,6 @@ final class LanceCatalogTable extends PythonTableView
               + columns[0] + " (" + columnOptions.keySet() + "): give the index's parameters "
               + "as the statement's OPTIONS (...)");
     }
-    if (indexExists(indexName)) {
-      throw new IndexAlreadyExistsException(indexName, name, Option.empty());
-    }
     ObjectNode args = LancePlanner.JSON.createObjectNode();
     args.put("index", indexName);
     args.put("column", String.join(".", columns[0].fieldNames()));
@@ -234,17 +231,25 @@ final class LanceCatalogTable extends PythonTableView
         params.put(key, value);
       }
     });
-    LanceProcedures.run(writeOptions(), "create_index", args);
+    if ("exists".equals(indexOutcome("create_index", args))) {
+      throw new IndexAlreadyExistsException(indexName, name, Option.empty());
+    }
+  }
+
+  /** What Python's {@code create_index} / {@code drop_index} did: done, exists or missing. */
+  private String indexOutcome(String procedure, ObjectNode args) {
+    InternalRow[] rows =
+        LanceProcedures.result(LanceProcedures.run(writeOptions(), procedure, args)).rows();
+    return rows[0].getUTF8String(0).toString();
   }
 
   @Override
   public void dropIndex(String indexName) throws NoSuchIndexException {
-    if (!indexExists(indexName)) {
-      throw new NoSuchIndexException(indexName, name, Option.empty());
-    }
     ObjectNode args = LancePlanner.JSON.createObjectNode();
     args.put("index", indexName);
-    LanceProcedures.run(writeOptions(), "drop_index", args);
+    if ("missing".equals(indexOutcome("drop_index", args))) {
+      throw new NoSuchIndexException(indexName, name, Option.empty());
+    }
   }
 
   @Override

@@ -28,7 +28,8 @@ import scala.runtime.BoxedUnit;
  *
  * <p>It adds two optimizer rules: {@link LanceScanRule} (reads) and {@link LanceWriteRule}
  * (writes), the SQL parser of Lance's statements ({@link LanceSqlParser}, in sessions built with
- * the extension: a running session keeps its parser), and the SQL function {@code lance_companion_protocol()} (the {@link #PROTOCOL} of
+ * the extension: a running session keeps its parser), the table function {@code lance_search}
+ * ({@link LanceSearchFunction}), and the SQL function {@code lance_companion_protocol()} (the {@link #PROTOCOL} of
  * this jar), by which a client with no JVM of its own (Spark Connect) asks its server whether the
  * companion is loaded ({@code lance_spark.companion_enabled}).
  *
@@ -42,7 +43,7 @@ import scala.runtime.BoxedUnit;
  */
 public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
   /** Bumped with every change of the protocol between this jar and {@code lance_spark}. */
-  public static final int PROTOCOL = 3;
+  public static final int PROTOCOL = 4;
 
   /** The SQL function that answers {@link #PROTOCOL} in a session the companion is loaded in. */
   public static final String PROTOCOL_FUNCTION = "lance_companion_protocol";
@@ -87,12 +88,22 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
                   return Literal$.MODULE$.apply(PROTOCOL);
                 }
               }));
+      extensions.injectTableFunction(
+          new Tuple3<>(LanceSearchFunction.ID, LanceSearchFunction.info(), new LanceSearchFunction()));
     }
   }
 
   /** Turns the companion on for {@code session} and the sessions that share its extensions. */
   public static void installOn(org.apache.spark.sql.classic.SparkSession session) {
     install(session.extensions());
+    // A running session built its table functions before: lance_search goes into its registry.
+    // (Spark 4.3 keys a registry by qualified names: system.builtin.<name>, as the extension's.)
+    var functions = session.sessionState().tableFunctionRegistry();
+    FunctionIdentifier qualified = org.apache.spark.sql.catalyst.analysis.FunctionRegistry$.MODULE$
+        .builtinFunctionIdentifier(LanceSearchFunction.NAME);
+    if (!functions.functionExists(qualified)) {
+      functions.registerFunction(qualified, LanceSearchFunction.info(), new LanceSearchFunction());
+    }
   }
 
   /** Whether the companion is on for {@code session}. */

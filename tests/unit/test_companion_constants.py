@@ -1,0 +1,41 @@
+"""Names the companion's Java and lance_spark's Python must agree on, read from the Java
+source (no JVM): a name added on one side only would make a column or a call that the other
+side does not know."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lance_spark import _spark
+from lance_spark.source.options import METADATA_COLUMN_NAMES
+from lance_spark.table import procedures
+
+_SOURCES = Path(__file__).resolve().parents[2] / "jvm" / "src" / "lance_spark" / "companion"
+
+
+def _java(name: str) -> str:
+    return (_SOURCES / name).read_text(encoding="utf-8")
+
+
+def test_metadata_columns_are_the_same_on_both_sides() -> None:
+    found = re.search(r"METADATA_COLUMNS = List\.of\(([^)]*)\)", _java("LanceScanBuilder.java"))
+    assert found is not None
+    assert tuple(re.findall(r'"([^"]+)"', found.group(1))) == METADATA_COLUMN_NAMES
+
+
+def test_protocol_is_the_same_on_both_sides() -> None:
+    found = re.search(r"int PROTOCOL = (\d+);", _java("LanceExtensions.java"))
+    assert found is not None and int(found.group(1)) == _spark.COMPANION_PROTOCOL
+
+
+def test_every_java_procedure_is_a_python_one() -> None:
+    declared = set(re.findall(r'PARAMETERS\.put\("(\w+)"', _java("LanceProcedures.java")))
+    assert declared == {*procedures.PROCEDURES, *procedures.JOB_PROCEDURES} - {
+        "create_index",
+        "drop_index",
+        "indexes",
+        "properties",
+    }
+    search_call = re.search(r'String CALL = "(\w+)"', _java("LanceSearchFunction.java"))
+    assert search_call is not None and search_call.group(1) == procedures.SEARCH_FUNCTION_CALL
