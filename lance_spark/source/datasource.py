@@ -163,7 +163,7 @@ class LanceDataSource(DataSource):
             spark_schema=_strip(schema),
             overwrite=overwrite,
             options=opts,
-            app_id=self.defaults.app_id,
+            app_id=self.defaults.app_id or opts.spark_app_id,
         )
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
@@ -179,7 +179,7 @@ class LanceDataSource(DataSource):
             spark_schema=_strip(schema),
             overwrite=overwrite,
             options=opts,
-            app_id=self.defaults.app_id,
+            app_id=self.defaults.app_id or opts.spark_app_id,
             open_job=False,  # LanceStreamWriter opens it (see there)
         )
         return _stream_writer.LanceStreamWriter(

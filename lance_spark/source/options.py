@@ -117,6 +117,9 @@ VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 # Idempotent batch writes (Delta's names): skip a write already committed for (app, version).
 TXN_APP_ID = "txnappid"
 TXN_VERSION = "txnversion"
+# The Spark application recorded in the history entry (appId): the JVM companion gives every
+# write its application's id, which a session without register has no other way to know.
+SPARK_APP_ID = "sparkappid"
 # Streaming writes: the id recorded with each batch (default: the query's own id).
 STREAMING_QUERY_ID = "streamingqueryid"
 CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sink
@@ -150,6 +153,7 @@ WRITE_KEYS = frozenset(
         OVERWRITE_SCHEMA,
         AUTO_COMPACT,
         AUTO_COMPACT_MIN_NUM_FILES,
+        SPARK_APP_ID,
     }
 )
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
@@ -183,6 +187,7 @@ _DISPLAY = {
     USER_METADATA: "userMetadata",
     TXN_APP_ID: "txnAppId",
     TXN_VERSION: "txnVersion",
+    SPARK_APP_ID: "sparkAppId",
     STREAMING_QUERY_ID: "streamingQueryId",
     STARTING_VERSION: "startingVersion",
     STARTING_TIMESTAMP: "startingTimestamp",
@@ -282,6 +287,7 @@ class WriteOptions:
     # txnAppId + txnVersion of a batch write (both or neither).
     txn_app_id: str | None = None
     txn_version: int | None = None
+    spark_app_id: str | None = None
     streaming_query_id: str | None = None
     # replaceWhere: the Lance SQL predicate of the rows an overwrite replaces (None: all).
     replace_where: str | None = None
@@ -459,6 +465,7 @@ def parse_write_options(
     return WriteOptions(
         txn_app_id=app_id,
         txn_version=txn_version,
+        spark_app_id=_non_empty(opts, SPARK_APP_ID),
         streaming_query_id=_non_empty(opts, STREAMING_QUERY_ID),
         uri=_uri(opts),
         branch=_branch(opts),

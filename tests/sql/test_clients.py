@@ -63,6 +63,7 @@ def test_create_read_filter_insert(sql_client: SqlClient, tmp_path: Path) -> Non
             f"INSERT INTO {name} VALUES (4, 'd'), (5, NULL)",
             f"SELECT count(*), count(name), max(id) FROM {name}",
             f"SELECT id, name FROM {name} WHERE name IS NULL OR id = 1 ORDER BY id",
+            f"DESCRIBE HISTORY {name} LIMIT 1",
             f"DROP TABLE {name}",
             # How each client gives values: rows_as_text makes them the same text.
             "SELECT 1.5D, true, NULL, array(1, 2), 'x,y', CAST(2.50 AS DECIMAL(4, 2))",
@@ -77,7 +78,11 @@ def test_create_read_filter_insert(sql_client: SqlClient, tmp_path: Path) -> Non
     table = dataset.to_table().sort_by("id")
     assert table["id"].to_pylist() == [1, 2, 3, 4, 5]
     assert table["name"].to_pylist() == ["a", "b", "c", "d", None]
-    assert rows_as_text(results[7]) == [("1.5", "true", "NULL", "[1,2]", "x,y", "2.50")]
+    # The INSERT's history entry names the application, whichever client wrote it.
+    insert = rows_as_text(results[6])
+    assert [(r[0], r[2]) for r in insert] == [("2", "WRITE")]
+    assert insert[0][6].startswith("local-"), insert
+    assert rows_as_text(results[8]) == [("1.5", "true", "NULL", "[1,2]", "x,y", "2.50")]
     if sql_client.kind == CLASSIC:  # the typed client: Python values
         assert results[4] == [(5, 4, 5)]
     if sql_client.kind in (THRIFT, SPARK_SQL):  # the text clients: what they print

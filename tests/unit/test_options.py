@@ -194,6 +194,7 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "data_storage_version": "2.1",
         "enable_stable_row_ids": "true",
         "txnappid": "app",
+        "sparkappid": "local-1",
         "txnversion": "3",
         "streamingqueryid": "q",
         "checkpointlocation": "/ck",

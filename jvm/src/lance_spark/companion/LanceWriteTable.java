@@ -64,6 +64,7 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   static final String NO_BYTE_LIMIT = Integer.toString(Integer.MAX_VALUE);
 
   static final String PATH = "path";
+  static final String APP_ID = "sparkAppId";
 
   // The catalog table this write goes to (its identifier), or null for a write by path.
   private final String catalogTable;
@@ -173,8 +174,13 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
    * {@link LanceSessionCatalog}) gets nothing: the Python writer fails, naming what it needs.
    */
   private LogicalWriteInfo targeted(LogicalWriteInfo info) {
+    Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
+    // The application in the version's history entry: Python's workers cannot know it.
+    if (!info.options().containsKey(APP_ID)) {
+      options.put(APP_ID, org.apache.spark.sql.SparkSession.active().sparkContext().applicationId());
+    }
     if (catalogTable == null || catalogOptions == null) {
-      return info;
+      return withOptions(info, new CaseInsensitiveStringMap(options));
     }
     String location = catalogOptions.get(PATH);
     String given = info.options().get(PATH);
@@ -183,7 +189,6 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
           "a write into the catalog table " + catalogTable + " (at '" + location
               + "') has the option path='" + given + "': drop the path option");
     }
-    Map<String, String> options = new HashMap<>(info.options().asCaseSensitiveMap());
     options.putAll(catalogOptions);
     return withOptions(info, new CaseInsensitiveStringMap(options));
   }
