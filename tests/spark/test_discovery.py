@@ -58,14 +58,19 @@ def test_new_session_knows_lance_without_register(spark: SparkSession, table_uri
 
 def test_register_wins_over_the_discovered_source(spark: SparkSession, tmp_path: Path) -> None:
     # register's source carries the session's defaults (here: the application id, written
-    # into each commit); the discovered one has none.
+    # into each commit over any sparkAppId option); the discovered one has none, and takes
+    # the application from the option the companion gives every write (or the user's).
     registered, discovered = str(tmp_path / "registered.lance"), str(tmp_path / "found.lance")
-    spark.range(3).write.format("lance").mode("append").save(registered)
-    spark.newSession().range(3).write.format("lance").mode("append").save(discovered)
+    given = str(tmp_path / "given.lance")
+    spark.range(3).write.format("lance").option("sparkAppId", "x").mode("append").save(registered)
+    fresh = spark.newSession()
+    fresh.range(3).write.format("lance").mode("append").save(discovered)
+    fresh.range(3).write.format("lance").option("sparkAppId", "mine").mode("append").save(given)
     app_id = spark.conf.get("spark.app.id")
     assert app_id
     assert LanceTable.forPath(spark, registered).history().first().appId == app_id
-    assert LanceTable.forPath(spark, discovered).history().first().appId is None
+    assert LanceTable.forPath(spark, discovered).history().first().appId == app_id
+    assert LanceTable.forPath(spark, given).history().first().appId == "mine"
     assert spark.read.format("lance").load(discovered).count() == 3
 
 

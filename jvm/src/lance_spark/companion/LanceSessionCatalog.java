@@ -500,15 +500,9 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
    * and storage options.
    */
   Map<String, String> procedureTarget(String table, String procedure) {
-    String[] parts = CollectionConverters.asJava(
-        CatalystSqlParser$.MODULE$.parseMultipartIdentifier(table)).toArray(new String[0]);
-    String[] namespace = Arrays.copyOf(parts, parts.length - 1);
-    if (namespace.length == 0) {
-      namespace = new String[] {SparkSession.active().catalog().currentDatabase()};
-    }
     Table loaded;
     try {
-      loaded = loadTable(Identifier.of(namespace, parts[parts.length - 1]));
+      loaded = loadTable(identifier(table));
     } catch (NoSuchTableException e) {
       throw LanceSessionCatalog.<RuntimeException>rethrow(e);
     }
@@ -518,6 +512,17 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
               + "USING lance)");
     }
     return lance.writeOptions();
+  }
+
+  /** The table {@code name} (SQL text) names; a one-part name is in the current database. */
+  private static Identifier identifier(String name) {
+    String[] parts = CollectionConverters.asJava(
+        CatalystSqlParser$.MODULE$.parseMultipartIdentifier(name)).toArray(new String[0]);
+    String[] namespace = Arrays.copyOf(parts, parts.length - 1);
+    if (namespace.length == 0) {
+      namespace = new String[] {SparkSession.active().catalog().currentDatabase()};
+    }
+    return Identifier.of(namespace, parts[parts.length - 1]);
   }
 
   /**
@@ -544,15 +549,9 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     if (source.contains("/") || source.contains(":") || source.contains("\\")) {
       return source;
     }
-    String[] parts = CollectionConverters.asJava(
-        CatalystSqlParser$.MODULE$.parseMultipartIdentifier(source)).toArray(new String[0]);
-    String[] namespace = Arrays.copyOf(parts, parts.length - 1);
-    if (namespace.length == 0) {
-      namespace = new String[] {SparkSession.active().catalog().currentDatabase()};
-    }
     Table loaded;
     try {
-      loaded = super.loadTable(Identifier.of(namespace, parts[parts.length - 1]));
+      loaded = super.loadTable(identifier(source));
     } catch (Exception e) {  // NoSuchTableException, or Spark's error for a bad namespace
       throw LanceSessionCatalog.<RuntimeException>rethrow(e);
     }
