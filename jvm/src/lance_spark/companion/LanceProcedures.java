@@ -206,40 +206,48 @@ final class LanceProcedures {
   /** As {@link #run}, running the Spark jobs the procedure asks for (see the class doc). */
   static JsonNode runJobs(Map<String, String> options, String name, ObjectNode args) {
     LancePlanner.Result result = call(options, name, args, null);
+    // The data a job reads, read once for all the calls that ask for it (its schema, its job).
+    org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row> frame = null;
+    String frameOf = null;
     while (result.reply().has("job")) {
       JsonNode job = result.reply().get("job");
       ObjectNode resume = LancePlanner.JSON.createObjectNode();
       resume.set("state", job.get("state"));
-      List<byte[]> done;
+      List<byte[]> done = null;
       try {
         if (job.has("input")) {
-          org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row> frame =
-              LanceJob.input(job.get("input"));
+          if (!job.get("input").toString().equals(frameOf)) {
+            frame = LanceJob.input(job.get("input"));
+            frameOf = job.get("input").toString();
+          }
           if (!job.has("map")) {  // Python asks what the data is before planning its job
             ObjectNode found = resume.putObject("input");
             found.put("schema", frame.schema().json());
             found.put("files", frame.inputFiles().length);
-            result = call(options, name, args, resume);
-            continue;
+          } else {
+            StructType schema = (StructType) DataType.fromJson(job.get("schema").asText());
+            done = LanceJob.map(frame, job.get("map").asText(), schema,
+                LanceSessionCatalog.provider().source());
           }
-          StructType schema = (StructType) DataType.fromJson(job.get("schema").asText());
-          done = LanceJob.map(frame, job.get("map").asText(), schema,
-              LanceSessionCatalog.provider().source());
         } else {
           done = LanceJob.run(result, LanceSessionCatalog.provider().source());
         }
       } catch (Exception e) {  // Spark's SparkException, which Scala throws undeclared
-        resume.putNull("results");
+        ObjectNode failed = LancePlanner.JSON.createObjectNode();
+        failed.set("state", job.get("state"));
+        failed.putNull("results");
         try {
-          call(options, name, args, resume);
+          call(options, name, args, failed);
         } catch (Exception cleanup) {
           e.addSuppressed(cleanup);
         }
         throw LanceProcedures.<RuntimeException>rethrow(e);
       }
-      com.fasterxml.jackson.databind.node.ArrayNode results = resume.putArray("results");
-      for (byte[] blob : done) {
-        results.add(Base64.getEncoder().encodeToString(blob));
+      if (done != null) {
+        com.fasterxml.jackson.databind.node.ArrayNode results = resume.putArray("results");
+        for (byte[] blob : done) {
+          results.add(Base64.getEncoder().encodeToString(blob));
+        }
       }
       result = call(options, name, args, resume);
     }
