@@ -81,6 +81,11 @@ POINT_LOOKUP = "point lookup on id, BTREE index"
 APPEND = "append write (rows/10)"
 OVERWRITE = "overwrite write (all rows)"
 MERGE = "MERGE 1% upsert vs full Parquet rewrite"
+MERGE_SQL = "SQL MERGE 1% upsert (Spark's plan) vs full Parquet rewrite"
+UPDATE = "UPDATE 1% vs full Parquet rewrite"
+UPDATE_SQL = "SQL UPDATE 1% (Spark's plan) vs full Parquet rewrite"
+DELETE = "DELETE 1% vs full Parquet rewrite"
+DELETE_SQL = "SQL DELETE 1% (Spark's plan) vs full Parquet rewrite"
 OLD_VERSION = "old-version read vs current-version read"
 COUNT_ROWS = "countRows() vs count()"
 ML_COUNT = "ML: df.count()"
@@ -125,6 +130,11 @@ CASE_NAMES = (
     APPEND,
     OVERWRITE,
     MERGE,
+    MERGE_SQL,
+    UPDATE,
+    UPDATE_SQL,
+    DELETE,
+    DELETE_SQL,
     ML_COUNT,
     ML_GROUP_BY,
     ML_LIMIT,
@@ -147,6 +157,11 @@ TARGETS: dict[str, float | None] = {
     APPEND: 0.9,
     OVERWRITE: None,
     MERGE: 0.2,
+    MERGE_SQL: 0.2,
+    UPDATE: 0.2,
+    UPDATE_SQL: 0.2,
+    DELETE: 0.2,
+    DELETE_SQL: 0.2,
     OLD_VERSION: 1.05,
     COUNT_ROWS: 0.1,
     ML_COUNT: 0.5,
@@ -218,6 +233,23 @@ METHODS: dict[str, str] = {
         "restored after every run (untimed). Parquet: read the table, left-anti join with "
         "the source, union the source, write to a new path (deleted after every run)."
     ),
+    MERGE_SQL: (
+        "the same source and table as the MERGE above, as SQL: `MERGE INTO lance.`<copy>` t "
+        "USING src s ON s.id = t.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN "
+        "INSERT *`, which Spark plans itself (the companion's row-level operation); the same "
+        "Parquet rewrite."
+    ),
+    UPDATE: (
+        "`x = x + 1` for the rows with `id % 100 = 0`: `LanceTable.update` on a copy, "
+        "restored after every run (untimed); Parquet: read the table, `when(id % 100 = 0, "
+        "x + 1)`, write to a new path (deleted after every run)."
+    ),
+    UPDATE_SQL: "the same UPDATE as SQL (`UPDATE lance.`<copy>` SET x = x + 1 WHERE id % 100 = 0`).",
+    DELETE: (
+        "the rows with `id % 100 = 0`: `LanceTable.delete` on a copy, restored after every run "
+        "(untimed); Parquet: read the table, keep the other rows, write to a new path."
+    ),
+    DELETE_SQL: "the same DELETE as SQL (`DELETE FROM lance.`<copy>` WHERE id % 100 = 0`).",
     ML_COUNT: "`df.count()` on the ML table, the same code on both sides (so for the rest).",
     ML_GROUP_BY: '`df.select("id", "label").groupBy("label").count().collect()`.',
     ML_LIMIT: "`df.limit(10).collect()`.",
@@ -982,6 +1014,108 @@ def case_merge(b: Bench) -> CaseResult:
     )
 
 
+def case_merge_sql(b: Bench) -> CaseResult:
+    lance_uri = copy_table(b, BASE_LANCE, "merge_sql.lance")
+    rewritten = b.path("merge_sql_rewrite.parquet")
+    total = max(2, b.rows // 100)
+    expected = b.rows + total - total // 2
+
+    def lance_run(_trial: int) -> None:
+        merge_source(b).createOrReplaceTempView("bench_merge_source")
+        b.spark.sql(
+            f"MERGE INTO lance.`{lance_uri}` t USING bench_merge_source s ON s.id = t.id "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        ).collect()
+
+    def parquet_run(_trial: int) -> None:
+        source = merge_source(b)
+        target = b.spark.read.parquet(b.path(BASE_PARQUET))
+        write_parquet(
+            target.join(source, "id", "left_anti").unionByName(source), rewritten, "overwrite"
+        )
+
+    def lance_check() -> None:
+        expect("rows after MERGE", LanceTable.forPath(b.spark, lance_uri).countRows(), expected)
+
+    return measure(
+        MERGE_SQL,
+        Side(lance_run, check=lance_check, reset=LanceRestorer(b.spark, lance_uri)),
+        Side(parquet_run, reset=lambda: shutil.rmtree(rewritten)),
+        b.runs,
+    )
+
+
+_EVERY_100TH = "id % 100 = 0"
+
+
+def _row_level_case(
+    b: Bench, name: str, lance_change: Callable[[str], object], parquet_change: str
+) -> CaseResult:
+    """``lance_change(uri)`` on a copy of the Lance table (restored after every run) vs
+    ``parquet_change`` (``update`` or ``delete`` of the rows with id % 100 = 0) as a full
+    rewrite of the Parquet table to a new path."""
+    slug = "_".join(name.lower().split()[:2]).replace("%", "")
+    lance_uri = copy_table(b, BASE_LANCE, f"{slug}.lance")
+    rewritten = b.path(f"{slug}_rewrite.parquet")
+    hit = F.expr(_EVERY_100TH)
+    kept = b.rows - len(range(0, b.rows, 100)) if parquet_change == "delete" else b.rows
+
+    def parquet_run(_trial: int) -> None:
+        table = b.spark.read.parquet(b.path(BASE_PARQUET))
+        if parquet_change == "delete":
+            changed = table.filter(~hit)
+        else:
+            changed = table.withColumn("x", F.when(hit, F.col("x") + 1).otherwise(F.col("x")))
+        write_parquet(changed, rewritten, "overwrite")
+
+    def lance_check() -> None:
+        expect(f"rows after {name}", LanceTable.forPath(b.spark, lance_uri).countRows(), kept)
+
+    return measure(
+        name,
+        Side(
+            lambda _t: lance_change(lance_uri),
+            check=lance_check,
+            reset=LanceRestorer(b.spark, lance_uri),
+        ),
+        Side(parquet_run, reset=lambda: shutil.rmtree(rewritten)),
+        b.runs,
+    )
+
+
+def case_update(b: Bench) -> CaseResult:
+    return _row_level_case(
+        b,
+        UPDATE,
+        lambda uri: LanceTable.forPath(b.spark, uri).update(_EVERY_100TH, {"x": "x + 1"}),
+        "update",
+    )
+
+
+def case_update_sql(b: Bench) -> CaseResult:
+    return _row_level_case(
+        b,
+        UPDATE_SQL,
+        lambda uri: b.spark.sql(f"UPDATE lance.`{uri}` SET x = x + 1 WHERE {_EVERY_100TH}"),
+        "update",
+    )
+
+
+def case_delete(b: Bench) -> CaseResult:
+    return _row_level_case(
+        b, DELETE, lambda uri: LanceTable.forPath(b.spark, uri).delete(_EVERY_100TH), "delete"
+    )
+
+
+def case_delete_sql(b: Bench) -> CaseResult:
+    return _row_level_case(
+        b,
+        DELETE_SQL,
+        lambda uri: b.spark.sql(f"DELETE FROM lance.`{uri}` WHERE {_EVERY_100TH}"),
+        "delete",
+    )
+
+
 def _ml_case(b: Bench, name: str, query: Callable[[DataFrame, int], object]) -> CaseResult:
     """The same DataFrame code on a fresh DataFrame of each side's ML table."""
     return measure(
@@ -1289,6 +1423,11 @@ def run_cases(
         case_append(b, memory),
         case_overwrite(b, memory),
         case_merge(b),
+        case_merge_sql(b),
+        case_update(b),
+        case_update_sql(b),
+        case_delete(b),
+        case_delete_sql(b),
         case_ml_count(b),
         case_ml_group_by(b),
         case_ml_limit(b),

@@ -28,7 +28,6 @@ __all__ = [
     "PerformanceWarning",
     "SchemaMismatchError",
     "SecretInConfError",
-    "SqlSyntaxError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "UnsupportedTypeError",
@@ -66,10 +65,6 @@ class ReplaceWhereMismatchError(LanceSparkError, ValueError):
 
 class ColumnNotFoundError(LanceSparkError, ValueError):
     """A column named by the user does not exist in the table."""
-
-
-class SqlSyntaxError(LanceSparkError, ValueError):
-    """A SQL statement on a Lance table does not parse; the message says where."""
 
 
 class TableNotFoundError(LanceSparkError, ValueError):

@@ -402,3 +402,42 @@ def check_case(
     if case.metrics is not None:
         assert metrics == case.metrics
     assert metrics[0] == metrics[1] + metrics[2] + metrics[3]
+
+
+def last_metrics(uri: str) -> dict[str, int]:
+    """The operation metrics of the table's latest version (what a SQL MERGE / UPDATE /
+    DELETE changed: Spark's result of a row-level operation has no rows)."""
+    from lance_spark.table.history import describe_version
+
+    ds = lance.dataset(uri)
+    _operation, _parameters, metrics, _user, _app = describe_version(ds, int(ds.version))
+    return {k: int(v) for k, v in metrics.items()}
+
+
+def _render(when: When) -> str:
+    cond = f" AND {when.condition}" if when.condition else ""
+    sets = when.assign
+    group, action = {
+        "matched_update": ("WHEN MATCHED", "UPDATE"),
+        "matched_delete": ("WHEN MATCHED", "DELETE"),
+        "insert": ("WHEN NOT MATCHED", "INSERT"),
+        "source_update": ("WHEN NOT MATCHED BY SOURCE", "UPDATE"),
+        "source_delete": ("WHEN NOT MATCHED BY SOURCE", "DELETE"),
+    }[when.kind]
+    if action == "UPDATE":
+        action = (
+            "UPDATE SET *"
+            if sets is None
+            else "UPDATE SET " + ", ".join(f"{k} = {v}" for k, v in sets.items())
+        )
+    elif action == "INSERT" and sets is None:
+        action = "INSERT *"
+    elif action == "INSERT" and sets is not None:
+        action = f"INSERT ({', '.join(sets)}) VALUES ({', '.join(sets.values())})"
+    return f"{group}{cond} THEN {action}"
+
+
+def merge_sql(case: Case, uri: str, source_view: str) -> str:
+    evolution = "WITH SCHEMA EVOLUTION " if case.evolution else ""
+    clauses = "\n  ".join(_render(w) for w in case.clauses)
+    return f"MERGE {evolution}INTO lance.`{uri}` t\nUSING {source_view} s ON {case.on}\n  {clauses}"

@@ -18,7 +18,7 @@ from pyspark.sql.types import StructField, StructType
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import change_feed as _change_feed
-from lance_spark.source import dataset
+from lance_spark.source import dataset, row_level
 from lance_spark.source import reader as _reader
 from lance_spark.source import stream_reader as _stream_reader
 from lance_spark.source import stream_writer as _stream_writer
@@ -158,6 +158,17 @@ class LanceDataSource(DataSource):
         uri = dataset.branch_location(
             self._require_write_uri(opts.uri), opts.branch, storage=opts.storage
         )
+        if opts.row_level_operation is not None and opts.row_level_version is not None:
+            return row_level.plan_writer(
+                uri,
+                schema.names,
+                operation=opts.row_level_operation,
+                version=opts.row_level_version,
+                storage=opts.storage,
+                app_id=self.defaults.app_id or opts.spark_app_id,
+                auto_compact=opts.auto_compact,
+                max_rows_per_file=opts.max_rows_per_file,
+            )
         return _writer.plan_write(
             uri=uri,
             spark_schema=_strip(schema),

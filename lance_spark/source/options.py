@@ -120,6 +120,11 @@ TXN_VERSION = "txnversion"
 # The Spark application recorded in the history entry (appId): the JVM companion gives every
 # write its application's id, which a session without register has no other way to know.
 SPARK_APP_ID = "sparkappid"
+# A row-level operation Spark plans (MERGE / UPDATE / DELETE through the companion's catalog):
+# the write of its change rows, and the version its scan pinned. Set by the companion only.
+ROW_LEVEL_OPERATION = "rowleveloperation"
+ROW_LEVEL_VERSION = "rowlevelversion"
+ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
 # Streaming writes: the id recorded with each batch (default: the query's own id).
 STREAMING_QUERY_ID = "streamingqueryid"
 CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sink
@@ -154,6 +159,8 @@ WRITE_KEYS = frozenset(
         AUTO_COMPACT,
         AUTO_COMPACT_MIN_NUM_FILES,
         SPARK_APP_ID,
+        ROW_LEVEL_OPERATION,
+        ROW_LEVEL_VERSION,
     }
 )
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
@@ -174,7 +181,11 @@ STREAM_READ_KEYS = frozenset(
     }
 )
 
-STREAM_WRITE_KEYS = (WRITE_KEYS - {TXN_APP_ID, TXN_VERSION, REPLACE_WHERE, OVERWRITE_SCHEMA}) | {
+STREAM_WRITE_KEYS = (
+    WRITE_KEYS
+    - {TXN_APP_ID, TXN_VERSION, REPLACE_WHERE, OVERWRITE_SCHEMA}
+    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION}
+) | {
     STREAMING_QUERY_ID,
     CHECKPOINT_LOCATION,
 }
@@ -188,6 +199,8 @@ _DISPLAY = {
     TXN_APP_ID: "txnAppId",
     TXN_VERSION: "txnVersion",
     SPARK_APP_ID: "sparkAppId",
+    ROW_LEVEL_OPERATION: "rowLevelOperation",
+    ROW_LEVEL_VERSION: "rowLevelVersion",
     STREAMING_QUERY_ID: "streamingQueryId",
     STARTING_VERSION: "startingVersion",
     STARTING_TIMESTAMP: "startingTimestamp",
@@ -288,6 +301,9 @@ class WriteOptions:
     txn_app_id: str | None = None
     txn_version: int | None = None
     spark_app_id: str | None = None
+    # A row-level operation's change rows (DELETE / UPDATE / MERGE) and its pinned version.
+    row_level_operation: str | None = None
+    row_level_version: int | None = None
     streaming_query_id: str | None = None
     # replaceWhere: the Lance SQL predicate of the rows an overwrite replaces (None: all).
     replace_where: str | None = None
@@ -455,6 +471,7 @@ def parse_write_options(
     kind = "streaming write" if streaming else "write"
     _check_known({k: v for k, v in opts.items() if k not in vector_keys}, known, kind)
     app_id, txn_version = _txn(opts)
+    row_level = _row_level(opts)
     replace_where = _replace_where(opts)
     overwrite_schema = _bool(opts, OVERWRITE_SCHEMA, default=False)
     if replace_where is not None and overwrite_schema:
@@ -466,6 +483,8 @@ def parse_write_options(
         txn_app_id=app_id,
         txn_version=txn_version,
         spark_app_id=_non_empty(opts, SPARK_APP_ID),
+        row_level_operation=row_level[0],
+        row_level_version=row_level[1],
         streaming_query_id=_non_empty(opts, STREAMING_QUERY_ID),
         uri=_uri(opts),
         branch=_branch(opts),
@@ -541,6 +560,24 @@ def _data_storage_version(opts: Mapping[str, str]) -> str | None:
             f"{', '.join(DATA_STORAGE_VERSIONS)}"
         )
     return value
+
+
+def _row_level(opts: Mapping[str, str]) -> tuple[str | None, int | None]:
+    """rowLevelOperation and rowLevelVersion (both or neither): set by the companion."""
+    operation = _non_empty(opts, ROW_LEVEL_OPERATION)
+    if operation is None and ROW_LEVEL_VERSION not in opts:
+        return None, None
+    if operation is None or ROW_LEVEL_VERSION not in opts:
+        raise InvalidOptionError(
+            "options rowLevelOperation and rowLevelVersion go together (the companion sets "
+            "both for the change rows of a MERGE, UPDATE or DELETE)"
+        )
+    if operation.upper() not in ROW_LEVEL_OPERATIONS:
+        raise InvalidOptionError(
+            f"option rowLevelOperation={operation!r} is not one of "
+            f"{', '.join(ROW_LEVEL_OPERATIONS)}"
+        )
+    return operation.upper(), _non_negative_int(opts, ROW_LEVEL_VERSION, 0)
 
 
 def _txn(opts: Mapping[str, str]) -> tuple[str | None, int | None]:

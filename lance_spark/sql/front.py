@@ -4,14 +4,11 @@
 sqlglot (Spark dialect); a statement that is not one this module handles, or that does not
 parse, goes to Spark unchanged, so its result and its errors are Spark's own.
 
-Handled now:
+Handled now: the companion's statements (DESCRIBE HISTORY, RESTORE, ...), handed to its
+parser: a running classic session keeps the parser it was built with.
 
-- The companion's statements (DESCRIBE HISTORY, RESTORE, ...), handed to its parser: a
-  running classic session keeps the parser it was built with.
-
-- MERGE / UPDATE / DELETE (:mod:`lance_spark.sql.dml`).
-
-CREATE / CTAS / REPLACE / DROP / ALTER TABLE, CREATE / DROP INDEX, SHOW TBLPROPERTIES and
+MERGE / UPDATE / DELETE are Spark's own statements, planned by Spark on the companion's
+tables (``SupportsRowLevelOperations``) for every client; CREATE / CTAS / REPLACE / DROP / ALTER TABLE, CREATE / DROP INDEX, SHOW TBLPROPERTIES and
 DESCRIBE of Lance tables are Spark's own statements, done by the companion's session catalog
 (``LanceSessionCatalog``) for every client; OPTIMIZE and CONVERT TO LANCE are the companion's
 statements, and ``lance_search`` its table function.
@@ -60,11 +57,7 @@ def install(spark: SparkSession, defaults: SessionDefaults) -> None:
 
 
 def _dispatch(spark: SparkSession, run: Callable[..., DataFrame], text: str) -> DataFrame | None:
-    """Run ``text`` when it is a Lance statement; None leaves it to Spark. MERGE / UPDATE /
-    DELETE are first recognised from their tokens."""
-    from lance_spark.sql import dml
-
+    """Run ``text`` when it is one of the companion's statements (see
+    ``companion_statement``); None leaves it to Spark."""
     call = companion_statement(spark, text)
-    if call is not None:  # the companion's statements (see companion_statement)
-        return run(call)
-    return dml.run_statement(spark, run, text)
+    return None if call is None else run(call)

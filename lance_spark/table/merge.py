@@ -25,10 +25,10 @@ from lance_spark import _spark
 from lance_spark._spark import quote_identifier
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import commit as _commit
-from lance_spark.source import dataset
+from lance_spark.source import conflicts, dataset
 from lance_spark.source import types as _types
 from lance_spark.table import changes as _dml
-from lance_spark.table import conflicts, merge_pruning
+from lance_spark.table import merge_pruning
 
 _TARGET_PRESENT = "__lance_spark_target_present"
 _SOURCE_PRESENT = "__lance_spark_source_present"

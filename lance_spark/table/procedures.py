@@ -288,6 +288,11 @@ def _properties(table: TableContext, args: Mapping[str, Any]) -> tuple[StructTyp
     return PROPERTIES_SCHEMA, sorted(catalog.properties(table.open()).items())
 
 
+def _pin(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+    """The latest version: the one a MERGE / UPDATE / DELETE that Spark plans reads."""
+    return PIN_SCHEMA, [(int(table.open().version),)]
+
+
 def _indexes(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
     return maintenance.INDICES_SCHEMA, maintenance.index_rows(table)
 
@@ -296,6 +301,7 @@ NO_ROWS: tuple[StructType, Rows] = (StructType([]), [])
 PROPERTIES_SCHEMA = StructType(
     [StructField("key", StringType(), False), StructField("value", StringType(), False)]
 )
+PIN_SCHEMA = StructType([StructField("version", LongType(), False)])
 CATALOG_PREFIX = "catalog."
 
 PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructType, Rows]]] = {
@@ -312,6 +318,7 @@ PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructTy
     "drop_index": _drop_index,
     "indexes": _indexes,
     "properties": _properties,
+    "pin": _pin,
 }
 
 # The companion's call for the ``lance_search`` table function of a session (no table): the

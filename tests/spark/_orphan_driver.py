@@ -25,7 +25,8 @@ from pyspark.sql import functions as F
 
 import lance_spark
 from lance_spark import LanceTable
-from lance_spark.table import changes, columns
+from lance_spark.source import row_level
+from lance_spark.table import columns
 
 ROWS = 200
 PARTS = 4
@@ -132,7 +133,7 @@ def _fail_first_attempts_after_writing() -> None:
 
         return make_task
 
-    changes._change_task = failing(changes._change_task)  # type: ignore[attr-defined]
+    row_level.change_task = failing(row_level.change_task)  # type: ignore[attr-defined]
     columns._add_task = failing(columns._add_task)  # type: ignore[attr-defined]
 
 

@@ -57,7 +57,7 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
 
     markdown = out.read_text(encoding="utf-8")
     results = _section(markdown, "## Results", "###")
-    assert len(bench.CASE_NAMES) == 20
+    assert len(bench.CASE_NAMES) == 25
     for name in bench.CASE_NAMES:
         _, lance_median, baseline, baseline_median, ratio, target, holds = _row(results, name)
         _number(lance_median)

@@ -20,6 +20,7 @@ from typing import Any
 
 import lance
 import pytest
+from _merge_cases import last_metrics
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import EqualTo, GreaterThan, IsNull
@@ -202,12 +203,13 @@ def test_delete_update_diff_merge_and_add_columns(
     key_schema = StructType([StructField("id", LongType()), StructField(name, LongType())])
     existing = expected.where(col.isNotNull()).orderBy("id").first()[name]
     source = base.sparkSession.createDataFrame([(100, existing), (101, 999_999)], key_schema)
-    result = spark.sql(
+    spark.sql(
         f"MERGE INTO {path} t USING {view(source)} s ON t.{sql} = s.{sql} "
         f"WHEN MATCHED THEN UPDATE SET t.id = s.id "
         f"WHEN NOT MATCHED THEN INSERT (id, {sql}) VALUES (s.id, s.{sql})"
-    ).first()
-    assert (result.num_updated_rows, result.num_inserted_rows) == (1, 1)
+    ).collect()
+    merged = last_metrics(uri)
+    assert (merged["numUpdatedRows"], merged["numInsertedRows"]) == (1, 1)
     expected = _merged(expected, source, name)
     _check_table(spark, uri, expected)
 
@@ -283,9 +285,9 @@ def test_every_name_at_once_through_the_builder_sql_and_a_catalog_table(
     # SQL DELETE whose condition names every odd column and a nested field.
     condition = " OR ".join(f"{q(n)} = {7 * (i + 2)}" for i, n in enumerate(ODD))
     condition += " OR st.`we``ird` = -5"
-    deleted = spark.sql(f"DELETE FROM lance.{q(uri)} WHERE {condition}").first()
+    spark.sql(f"DELETE FROM lance.{q(uri)} WHERE {condition}").collect()
     kept = expected.where(F.coalesce(~F.expr(condition), F.lit(True)))
-    assert deleted.num_affected_rows == expected.count() - kept.count() > 0
+    assert last_metrics(uri)["numDeletedRows"] == expected.count() - kept.count() > 0
     expected = kept
     _check_table(spark, uri, expected)
 

@@ -13,6 +13,7 @@ import lance
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _merge_cases import CASES, TARGET_SCHEMA, merge_sql, table_rows
 from _sql_clients import (
     CLASSIC,
     SPARK_SQL,
@@ -23,6 +24,8 @@ from _sql_clients import (
     rows_as_text,
     value_text,
 )
+
+from lance_spark.table.history import describe_version
 
 
 def _table_name(client: SqlClient, what: str) -> str:
@@ -666,3 +669,82 @@ def test_refused_ddl_changes_nothing(sql_client: SqlClient, tmp_path: Path) -> N
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
     assert f"{name}_new" not in _table_names(left)
     assert lance.dataset(str(path)).version == 1
+
+
+_ARROW_TYPES = {"long": pa.int64(), "int": pa.int32(), "string": pa.string()}
+
+
+def _lance_table(path: Path, schema: str, rows: list[tuple[object, ...]], parts: int = 1) -> None:
+    """``rows`` of the Spark DDL ``schema`` written by pylance in ``parts`` fragments."""
+    fields = [(n, _ARROW_TYPES[t]) for n, t in (c.split() for c in schema.split(","))]
+    arrow = pa.schema(fields)
+    size = max(1, -(-len(rows) // parts))
+    for start in range(0, max(len(rows), 1), size):
+        chunk = rows[start : start + size]
+        table = pa.Table.from_pylist([dict(zip(arrow.names, r, strict=True)) for r in chunk], arrow)
+        lance.write_dataset(table, str(path), mode="append" if path.exists() else "create")
+
+
+@pytest.mark.spark
+def test_merge_cases_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """Every MERGE case that succeeds (tests/_merge_cases.py), as SQL, in one script per
+    client: the tables as Spark's own evaluation of the same MERGE in the case says (Spark's
+    errors are checked on PySpark classic and Connect, tests/spark/test_sql_dml.py)."""
+    cases = [c for c in CASES if not isinstance(c.expected, type) and c.transform is None]
+    statements = []
+    for number, case in enumerate(cases):
+        target, source = tmp_path / f"t{number}.lance", tmp_path / f"s{number}.lance"
+        _lance_table(target, TARGET_SCHEMA, case.target, parts=2)
+        _lance_table(source, case.source_schema, case.source)
+        text = merge_sql(case, str(target), f"lance.`{source}`")
+        statements.append(" ".join(text.split("\n")))
+    sql_client.sql_script(statements)
+    for number, case in enumerate(cases):
+        assert isinstance(case.expected, list)
+        expected = sorted(case.expected, key=lambda r: tuple((v is None, str(v)) for v in r))
+        assert table_rows(str(tmp_path / f"t{number}.lance")) == expected, case.name
+
+
+@pytest.mark.spark
+def test_merge_update_delete_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """MERGE with all three clause kinds, UPDATE with a subquery, DELETE, as Spark plans them
+    on the companion's table, from every client: one Lance version each, the history entries
+    with their metrics."""
+    path = tmp_path / "pets.lance"
+    _lance_table(path, "id long, name string", [(1, "a"), (2, "b"), (3, "c"), (4, "d")], parts=2)
+    changes = tmp_path / "changes.lance"
+    _lance_table(
+        changes, "id long, name string, op string", [(1, "A", "u"), (2, "", "d"), (9, "I", "u")]
+    )
+    name = _table_name(sql_client, "dml")
+    statements = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+        f"MERGE INTO {name} t USING lance.`{changes}` s ON s.id = t.id "
+        "WHEN MATCHED AND s.op = 'd' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET name = s.name "
+        "WHEN NOT MATCHED THEN INSERT (id, name) VALUES (s.id, s.name) "
+        "WHEN NOT MATCHED BY SOURCE AND t.id = 4 THEN DELETE",
+        f"UPDATE {name} SET name = concat(name, '!') "
+        f"WHERE id IN (SELECT id FROM lance.`{changes}` WHERE op = 'u')",
+        f"DELETE FROM {name} WHERE name = 'c'",
+        f"SELECT id, name FROM {name} ORDER BY id",  # 5
+        f"DESCRIBE HISTORY {name} LIMIT 3",  # 6
+    ]
+    results = _script_then_drop(sql_client, statements, name)
+    assert rows_as_text(results[5]) == [("1", "A!"), ("9", "I!")]
+    dataset = lance.dataset(str(path))
+    assert dataset.version == 5
+    assert [(r[0], r[2]) for r in rows_as_text(results[6])] == [
+        ("5", "DELETE"),
+        ("4", "UPDATE"),
+        ("3", "MERGE"),
+    ]
+    metrics = {v: describe_version(dataset, v)[2] for v in (3, 4, 5)}
+    changed = ("numUpdatedRows", "numDeletedRows", "numInsertedRows")
+    assert [tuple(metrics[v][k] for k in changed) for v in (3, 4, 5)] == [
+        ("1", "2", "1"),
+        ("2", "0", "0"),
+        ("0", "1", "0"),
+    ]
+    assert metrics[3]["numTargetRowsDeleted"] == "2"

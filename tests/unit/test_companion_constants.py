@@ -8,7 +8,13 @@ import re
 from pathlib import Path
 
 from lance_spark import _spark
-from lance_spark.source.options import METADATA_COLUMN_NAMES
+from lance_spark.source import row_level
+from lance_spark.source.options import (
+    METADATA_COLUMN_NAMES,
+    ROW_LEVEL_OPERATION,
+    ROW_LEVEL_OPERATIONS,
+    ROW_LEVEL_VERSION,
+)
 from lance_spark.table import procedures
 
 _SOURCES = Path(__file__).resolve().parents[2] / "jvm" / "src" / "lance_spark" / "companion"
@@ -36,6 +42,29 @@ def test_every_java_procedure_is_a_python_one() -> None:
         "drop_index",
         "indexes",
         "properties",
+        "pin",
     }
     search_call = re.search(r'String CALL = "(\w+)"', _java("LanceSearchFunction.java"))
     assert search_call is not None and search_call.group(1) == procedures.SEARCH_FUNCTION_CALL
+
+
+def _constant(source: str, name: str) -> str:
+    found = re.search(rf"static final \w+ {name} = \"?([^\";]+)\"?;", source)
+    assert found is not None, name
+    return found.group(1)
+
+
+def test_row_level_change_rows_are_the_same_on_both_sides() -> None:
+    operation = _java("LanceRowLevelOperation.java")
+    assert (
+        _constant(operation, "OPERATION_COLUMN"),
+        _constant(operation, "ROW_ADDRESS_COLUMN"),
+        _constant(operation, "ROW_ID_COLUMN"),
+    ) == row_level.DELTA_COLUMNS
+    assert _constant(operation, "OPERATION_OPTION").lower() == ROW_LEVEL_OPERATION
+    assert _constant(operation, "VERSION_OPTION").lower() == ROW_LEVEL_VERSION
+    writer = _java("LanceDeltaWriter.java")
+    codes = {int(_constant(writer, kind.upper())): kind for kind in ("delete", "update", "insert")}
+    assert codes == row_level.DELTA_KINDS
+    # Spark's RowLevelOperation.Command names, which the companion passes as the operation.
+    assert set(ROW_LEVEL_OPERATIONS) == {"DELETE", "UPDATE", "MERGE"}

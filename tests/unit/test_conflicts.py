@@ -12,7 +12,7 @@ from lance.fragment import write_fragments
 
 from lance_spark.errors import CommitConflictError
 from lance_spark.source import commit as _commit
-from lance_spark.table import conflicts
+from lance_spark.source import conflicts
 
 NO_STORAGE: dict[str, str] = {}
 
@@ -136,15 +136,15 @@ def test_next_fragment_id_skips_ids_an_index_still_covers(tmp_path: Path) -> Non
 
 
 def _insert_only(uri: str, keys: list[int]) -> lance.LanceOperation.BaseOperation:
-    """A row-level commit that only inserts, built as _dml builds it on the read version."""
+    """A row-level commit that only inserts, built as row_level builds it on the read version."""
+    from lance_spark.source import row_level
     from lance_spark.source.jobs import TaskResult
-    from lance_spark.table import changes as _dml
 
     ds = lance.dataset(uri)
     rows = pa.table({"k": pa.array(keys, pa.int64()), "v": ["m"] * len(keys)})
     new = write_fragments(rows, uri, schema=ds.schema)
     outcome = TaskResult(new_fragments=tuple(new))
-    return _dml._row_level_op(outcome, ds, "true")
+    return row_level.row_level_op(outcome, ds, "true")
 
 
 @pytest.mark.parametrize("empty", [False, True], ids=["fragments", "no-fragment"])

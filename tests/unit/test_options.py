@@ -211,9 +211,16 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "overwriteschema": "true",
         "autocompact": "true",
         "autocompact.minnumfiles": "5",
+        "rowleveloperation": "merge",
+        "rowlevelversion": "4",
     }
-    # txnAppId and txnVersion go together.
-    partner = {"txnappid": {"txnVersion": "1"}, "txnversion": {"txnAppId": "a"}}.get(key, {})
+    # txnAppId and txnVersion go together; so do rowLevelOperation and rowLevelVersion.
+    partner = {
+        "txnappid": {"txnVersion": "1"},
+        "txnversion": {"txnAppId": "a"},
+        "rowleveloperation": {"rowLevelVersion": "1"},
+        "rowlevelversion": {"rowLevelOperation": "DELETE"},
+    }.get(key, {})
     options = {cased: values[key], **partner}
     if key in CHANGE_FEED_KEYS:
         options = {"readChangeFeed": "true", "startingVersion": "1", **options}
@@ -230,6 +237,19 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         parse_stream_read_options(options)
     else:
         parse_write_options(options, streaming=True)
+
+
+def test_row_level_options_go_together_and_name_the_operation() -> None:
+    opts = parse_write_options(
+        {"path": "/t", "rowLevelOperation": "update", "rowLevelVersion": "7"}
+    )
+    assert (opts.row_level_operation, opts.row_level_version) == ("UPDATE", 7)
+    with pytest.raises(InvalidOptionError, match="go together"):
+        parse_write_options({"path": "/t", "rowLevelVersion": "7"})
+    with pytest.raises(InvalidOptionError, match="'upsert' is not one of DELETE, UPDATE, MERGE"):
+        parse_write_options({"path": "/t", "rowLevelOperation": "upsert", "rowLevelVersion": "1"})
+    with pytest.raises(InvalidOptionError, match="rowLevelOperation"):
+        parse_write_options({"rowLevelOperation": "MERGE", "rowLevelVersion": "1"}, streaming=True)
 
 
 # --- branches -------------------------------------------------------------------------------

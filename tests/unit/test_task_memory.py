@@ -22,10 +22,11 @@ import pyarrow.compute as pc
 import pytest
 
 from lance_spark.errors import LanceSparkError, SchemaMismatchError
+from lance_spark.source import row_level
 from lance_spark.source.jobs import StagedJob, TaskResult
 from lance_spark.source.options import WriteOptions
 from lance_spark.source.writer import LanceWriter, WriteMode
-from lance_spark.table import changes, columns
+from lance_spark.table import columns
 
 DIM = 64
 VECTOR = pa.list_(pa.float32(), DIM)
@@ -134,10 +135,10 @@ def _table(uri: str) -> lance.LanceDataset:
 
 _CHANGE = pa.schema(
     [
-        (changes.FRAG, pa.int64()),
-        (changes.OFFSET, pa.int64()),
-        (changes.ROW_ID, pa.int64()),
-        (changes.KIND, pa.string()),
+        (row_level.FRAG, pa.int64()),
+        (row_level.OFFSET, pa.int64()),
+        (row_level.ROW_ID, pa.int64()),
+        (row_level.KIND, pa.string()),
         ("id", pa.int64()),
         ("vector", VECTOR),
     ]
@@ -174,11 +175,11 @@ def _upsert(ds: lance.LanceDataset, batch_rows: int, inserts: int) -> Iterator[p
     ):
         fragment, offset = address >> 32, address & 0xFFFFFFFF
         if offset % 2 == 0:
-            rows.append((fragment, offset, row_id, changes.KIND_UPDATE, value + 1_000_000))
+            rows.append((fragment, offset, row_id, row_level.KIND_UPDATE, value + 1_000_000))
         elif offset % 10 == 1:
-            rows.append((fragment, offset, None, changes.KIND_DELETE, value))
-    rows.sort(key=lambda r: (r[3] == changes.KIND_INSERT, r[0], r[1]))
-    rows.extend((None, None, None, changes.KIND_INSERT, 2_000_000 + i) for i in range(inserts))
+            rows.append((fragment, offset, None, row_level.KIND_DELETE, value))
+    rows.sort(key=lambda r: (r[3] == row_level.KIND_INSERT, r[0], r[1]))
+    rows.extend((None, None, None, row_level.KIND_INSERT, 2_000_000 + i) for i in range(inserts))
     for start in range(0, len(rows), batch_rows):
         yield _change_rows(rows[start : start + batch_rows], seed=start)
 
@@ -187,7 +188,7 @@ def _run_change(
     job: StagedJob, batches: Iterator[pa.RecordBatch], *, check: bool = True
 ) -> TaskResult:
     assert job.read_version is not None
-    task = changes._change_task(
+    task = row_level.change_task(
         job.uri, job.read_version, SCHEMA, False, True, check, job.job_id, {}, 4_000
     )
     (result,) = list(task(batches))
@@ -221,9 +222,9 @@ def test_change_task_streams_and_writes_each_fragment_s_deletions_when_its_rows_
     updated = FRAGMENTS * FRAGMENT_ROWS // 2
     deleted = FRAGMENTS * FRAGMENT_ROWS // 10
     assert result.counts == {
-        changes.KIND_UPDATE: updated,
-        changes.KIND_DELETE: deleted,
-        changes.KIND_INSERT: 3_000,
+        row_level.KIND_UPDATE: updated,
+        row_level.KIND_DELETE: deleted,
+        row_level.KIND_INSERT: 3_000,
     }
     assert not result.violations and not result.removed_fragment_ids
     assert sorted(f.id for f in result.updated_fragments) == list(range(FRAGMENTS))
@@ -246,29 +247,29 @@ def test_change_task_streams_and_writes_each_fragment_s_deletions_when_its_rows_
 def test_change_task_reports_a_row_matched_twice(tmp_path: Path) -> None:
     uri = str(tmp_path / "t.lance")
     ds = _table(uri)
-    rows = [(0, 5, 5, changes.KIND_UPDATE, 1), (1, 7, None, changes.KIND_MATCHED, 0)]
-    rows += [(1, 7, None, changes.KIND_DELETE, 0), (2, 1, None, changes.KIND_DELETE, 0)]
+    rows = [(0, 5, 5, row_level.KIND_UPDATE, 1), (1, 7, None, row_level.KIND_MATCHED, 0)]
+    rows += [(1, 7, None, row_level.KIND_DELETE, 0), (2, 1, None, row_level.KIND_DELETE, 0)]
     with _job(uri, ds.version) as job:
         result = _run_change(job, iter([_change_rows(rows)]))
     assert result.violations == ((1, 7),)
     assert not result.updated_fragments and not result.removed_fragment_ids
     # A row rewritten twice (both copies in one written file): reported, not a crash on the
     # file's row ids.
-    twice = [(2, 9, 2 * FRAGMENT_ROWS + 9, changes.KIND_UPDATE, v) for v in (1, 2)]
+    twice = [(2, 9, 2 * FRAGMENT_ROWS + 9, row_level.KIND_UPDATE, v) for v in (1, 2)]
     with _job(uri, ds.version) as job:
         result = _run_change(job, iter([_change_rows(twice)]))
     assert result.violations == ((2, 9),)
     # Without the check (an unconditional DELETE), the row is deleted once.
     with _job(uri, ds.version) as job:
         result = _run_change(job, iter([_change_rows(rows[1:3])]), check=False)
-    assert result.counts[changes.KIND_DELETE] == 1 and not result.violations
+    assert result.counts[row_level.KIND_DELETE] == 1 and not result.violations
 
 
 def test_change_task_refuses_a_fragment_s_rows_apart(tmp_path: Path) -> None:
     uri = str(tmp_path / "t.lance")
     ds = _table(uri)
-    rows = [(0, 2, 2, changes.KIND_UPDATE, 1), (1, 2, None, changes.KIND_DELETE, 0)]
-    later = [(0, 4, 4, changes.KIND_UPDATE, 1)]
+    rows = [(0, 2, 2, row_level.KIND_UPDATE, 1), (1, 2, None, row_level.KIND_DELETE, 0)]
+    later = [(0, 4, 4, row_level.KIND_UPDATE, 1)]
     # Raised as itself, although Lance's writer pulled the rows when it was raised.
     with pytest.raises(LanceSparkError, match=r"fragment 0 .* apart"), _job(uri, ds.version) as job:
         _run_change(job, iter([_change_rows(rows), _change_rows(later)]))
@@ -278,12 +279,12 @@ def test_change_task_refuses_a_fragment_s_rows_apart(tmp_path: Path) -> None:
 def test_change_task_deletes_a_whole_fragment(tmp_path: Path) -> None:
     uri = str(tmp_path / "t.lance")
     ds = _table(uri)
-    rows = [(3, o, None, changes.KIND_DELETE, 0) for o in range(FRAGMENT_ROWS)]
+    rows = [(3, o, None, row_level.KIND_DELETE, 0) for o in range(FRAGMENT_ROWS)]
     with _job(uri, ds.version) as job:
-        task = changes._change_task(uri, ds.version, None, False, True, True, job.job_id, {})
+        task = row_level.change_task(uri, ds.version, None, False, True, True, job.job_id, {})
         (result,) = list(task(iter([_change_rows(rows)])))
     assert result.removed_fragment_ids == (3,) and not result.new_fragments
-    assert result.counts[changes.KIND_DELETE] == FRAGMENT_ROWS
+    assert result.counts[row_level.KIND_DELETE] == FRAGMENT_ROWS
 
 
 def test_chunks_are_read_lazily() -> None:
@@ -294,7 +295,7 @@ def test_chunks_are_read_lazily() -> None:
             pulled.append(i)
             yield pa.record_batch([pa.array(range(3))], names=["a"])
 
-    chunks = changes._chunks(batches(), 4)
+    chunks = row_level.chunks(batches(), 4)
     first = next(chunks)
     assert pulled == [0]  # only to know there is a chunk
     assert [b.num_rows for b in first] == [3, 1]

@@ -10,13 +10,18 @@ import org.apache.spark.sql.catalyst.analysis.NoSuchIndexException;
 import org.apache.spark.sql.connector.catalog.MetadataColumn;
 import org.apache.spark.sql.connector.catalog.SupportsMetadataColumns;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsRowLevelOperations;
 import org.apache.spark.sql.connector.catalog.index.SupportsIndex;
 import org.apache.spark.sql.connector.catalog.index.TableIndex;
 import org.apache.spark.sql.connector.expressions.Expressions;
 import org.apache.spark.sql.connector.expressions.NamedReference;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
+import org.apache.spark.sql.connector.write.RowLevelOperationInfo;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
@@ -38,7 +43,9 @@ import scala.Option;
  * procedures; a Lance index covers one column), {@code SupportsMetadataColumns} (Lance's
  * {@code _rowid}, {@code _rowaddr}, {@code _fragid}, {@code _row_created_at_version} and
  * {@code _row_last_updated_at_version}, selectable by name and usable in conditions; the
- * companion's scan reads them, {@link LanceScanBuilder#METADATA_COLUMNS}).
+ * companion's scan reads them, {@link LanceScanBuilder#METADATA_COLUMNS}),
+ * {@code SupportsRowLevelOperations} (MERGE, UPDATE and DELETE planned by Spark: a
+ * {@link LanceRowLevelOperation} reading the latest version, which Python names).
  *
  * <p>Its scans are Spark's own Python scans (which stream) until {@link LanceScanRule} gives a
  * batch read {@link #withCompanionScan}; {@link LanceWriteRule} leaves it alone (it is not a
@@ -47,7 +54,8 @@ import scala.Option;
  * <p>Spark internals: {@code PythonTable}, {@code PythonDataSourceV2} (as {@link LanceScanTable}).
  */
 final class LanceCatalogTable extends PythonTableView
-    implements SupportsRead, SupportsWrite, SupportsIndex, SupportsMetadataColumns {
+    implements SupportsRead, SupportsWrite, SupportsIndex, SupportsMetadataColumns,
+        SupportsRowLevelOperations {
   private final PythonDataSourceV2 dataSource;
   private final String name;
   private final CaseInsensitiveStringMap fixed;
@@ -138,13 +146,41 @@ final class LanceCatalogTable extends PythonTableView
     return newWriteBuilder(info, Map.of());
   }
 
-  /** A write with {@code extra} options besides the catalog's (a staged create's OPTIONS). */
-  WriteBuilder newWriteBuilder(LogicalWriteInfo info, Map<String, String> extra) {
+  @Override
+  public RowLevelOperationBuilder newRowLevelOperationBuilder(RowLevelOperationInfo info) {
+    refuseOldVersion(info.command().toString());
+    InternalRow[] rows = LanceProcedures.result(
+        LanceProcedures.run(writeOptions(), "pin", LancePlanner.JSON.createObjectNode())).rows();
+    long version = rows[0].getLong(0);
+    return () -> new LanceRowLevelOperation(this, info.command(), version);
+  }
+
+  /** The companion's scan of the table at {@code version} (a row-level operation's read). */
+  ScanBuilder scanAt(long version, CaseInsensitiveStringMap options) {
+    Map<String, String> merged = new HashMap<>(fixed.asCaseSensitiveMap());
+    merged.putAll(options.asCaseSensitiveMap());
+    merged.put(LanceSessionCatalog.VERSION_AS_OF, Long.toString(version));
+    return new LanceScanBuilder(
+        dataSource, python.name(), python.schema(), new CaseInsensitiveStringMap(merged));
+  }
+
+  /** Spark's Python write of a row-level operation's change rows (see LanceWriteTable). */
+  BatchWrite changeWrite(LogicalWriteInfo info, StructType schema, Map<String, String> extra) {
+    return LanceWriteTable.served(python, name, writeOptions(), false)
+        .changeWrite(info, schema, extra);
+  }
+
+  private void refuseOldVersion(String what) {
     if (pinned) {
       throw new UnsupportedOperationException(
-          "a write into an old version of the Lance table " + name + ": write into the table "
-              + "without VERSION AS OF / TIMESTAMP AS OF");
+          "a " + what + " of an old version of the Lance table " + name + ": write into the "
+              + "table without VERSION AS OF / TIMESTAMP AS OF");
     }
+  }
+
+  /** A write with {@code extra} options besides the catalog's (a staged create's OPTIONS). */
+  WriteBuilder newWriteBuilder(LogicalWriteInfo info, Map<String, String> extra) {
+    refuseOldVersion("write");
     Map<String, String> options = new HashMap<>(extra);
     options.putAll(writeOptions());
     return LanceWriteTable.served(python, name, options, companionEnabled())
@@ -169,14 +205,18 @@ final class LanceCatalogTable extends PythonTableView
     return options;
   }
 
-  /** The Python table's, and overwrites by a condition (replaceWhere, see
-   * {@link LanceWriteTable#newWriteBuilder(LogicalWriteInfo, java.util.function.Function)}). */
+  /** The Python table's, overwrites by a condition (replaceWhere, see
+   * {@link LanceWriteTable#newWriteBuilder(LogicalWriteInfo, java.util.function.Function)})
+   * and schema evolution. */
   @Override
   public java.util.Set<org.apache.spark.sql.connector.catalog.TableCapability> capabilities() {
     java.util.Set<org.apache.spark.sql.connector.catalog.TableCapability> all =
         java.util.EnumSet.noneOf(org.apache.spark.sql.connector.catalog.TableCapability.class);
     all.addAll(python.capabilities());
     all.add(org.apache.spark.sql.connector.catalog.TableCapability.OVERWRITE_BY_FILTER);
+    // MERGE WITH SCHEMA EVOLUTION: Spark adds the source's new columns with the catalog's
+    // ALTER TABLE before it plans the MERGE.
+    all.add(org.apache.spark.sql.connector.catalog.TableCapability.AUTOMATIC_SCHEMA_EVOLUTION);
     return all;
   }
 

@@ -193,9 +193,27 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
     return withOptions(info, new CaseInsensitiveStringMap(options));
   }
 
+  /**
+   * Spark's Python write of the change rows of a row-level operation ({@link
+   * LanceRowLevelOperation}): the Python writer gets {@code schema} (the delta columns, then
+   * the table's) and this table's options, with {@code extra} (the operation and its version).
+   */
+  BatchWrite changeWrite(LogicalWriteInfo info, StructType schema, Map<String, String> extra) {
+    Map<String, String> options = new HashMap<>(targeted(info).options().asCaseSensitiveMap());
+    options.putAll(extra);
+    LogicalWriteInfo change = withOptions(info, new CaseInsensitiveStringMap(options), schema);
+    return python.newWriteBuilder(change).build().toBatch();
+  }
+
   /** {@code info} with {@code options} instead of its own. */
   private static LogicalWriteInfo withOptions(
       LogicalWriteInfo info, CaseInsensitiveStringMap options) {
+    return withOptions(info, options, info.schema());
+  }
+
+  /** {@code info} with {@code options} and {@code schema} instead of its own. */
+  private static LogicalWriteInfo withOptions(
+      LogicalWriteInfo info, CaseInsensitiveStringMap options, StructType schema) {
     return new LogicalWriteInfo() {
       @Override
       public CaseInsensitiveStringMap options() {
@@ -209,7 +227,7 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
 
       @Override
       public StructType schema() {
-        return info.schema();
+        return schema;
       }
 
       @Override
