@@ -59,7 +59,7 @@ def convert_parquet(
     if how is None:
         return None
     report = _reporter(progress, source, target)
-    frame = _read_parquet(spark, source, parquet_options or {}, storage)
+    frame = _read_parquet(spark, source, parquet_options or {})
     made_folder = makes_folder(target)
     writer = plan_writer(
         target,
@@ -233,9 +233,7 @@ def _comparable(path: str) -> str:
     return path.rstrip("/") if "://" in path else os.path.abspath(path)
 
 
-def _read_parquet(
-    spark: SparkSession, source: str, options: Mapping[str, str], storage: Mapping[str, str]
-) -> DataFrame:
+def _read_parquet(spark: SparkSession, source: str, options: Mapping[str, str]) -> DataFrame:
     """The Parquet data at ``source`` (a file or a directory, partitioned or not), its schema
     resolved; an error naming ``source`` when there is none."""
     try:

@@ -55,8 +55,7 @@ final class LanceJob implements SupportsRead {
     StructType schema =
         (StructType) DataType.fromJson(planned.reply().get("job").get("schema").asText());
     LanceScan scan = new LanceScan(schema, planned.spark().readInfo(), planned.reply(), source, -1);
-    org.apache.spark.sql.classic.SparkSession session =
-        (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.SparkSession.active();
+    org.apache.spark.sql.classic.SparkSession session = LancePlanner.session();
     DataSourceV2Relation relation = DataSourceV2Relation$.MODULE$.create(
         new LanceJob(scan), Option.empty(), Option.empty(), CaseInsensitiveStringMap.empty(),
         Option.empty());
@@ -74,8 +73,7 @@ final class LanceJob implements SupportsRead {
   /** The data a job reads ({@code {"format", "path", "options"}}), read by Spark's reader. */
   static org.apache.spark.sql.classic.Dataset<Row> input(JsonNode input) {
     org.apache.spark.sql.classic.DataFrameReader reader =
-        ((org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.SparkSession.active())
-            .read().format(input.get("format").asText());
+        LancePlanner.session().read().format(input.get("format").asText());
     for (var option : input.get("options").properties()) {
       reader.option(option.getKey(), option.getValue().asText());
     }

@@ -40,6 +40,11 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 final class LancePlanner extends PythonPlannerRunner<LancePlanner.Result> {
   static final ObjectMapper JSON = new ObjectMapper();
+
+  /** The active session, as the classic session the companion runs in (the server's). */
+  static org.apache.spark.sql.classic.SparkSession session() {
+    return (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.SparkSession.active();
+  }
   private static final String WORKER_MODULE = "pyspark_lance";
 
   /** What a planning call gives back. */

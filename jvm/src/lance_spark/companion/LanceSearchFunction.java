@@ -77,8 +77,7 @@ final class LanceSearchFunction extends AbstractFunction1<Seq<Expression>, Logic
         resolved.add(argument);
       }
     }
-    org.apache.spark.sql.classic.SparkSession session =
-        (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.SparkSession.active();
+    org.apache.spark.sql.classic.SparkSession session = LancePlanner.session();
     JsonNode reply = LanceProcedures.run(Map.of(), CALL, LancePlanner.JSON.createObjectNode());
     PythonFunction function = LanceSessionCatalog.provider().source()
         .createPythonFunction(Base64.getDecoder().decode(reply.get("udtf").asText()));
@@ -104,11 +103,10 @@ final class LanceSearchFunction extends AbstractFunction1<Seq<Expression>, Logic
       return table;  // not a constant string: Python's error says what it must be
     }
     String name = literal.value().toString();
-    if (name.isEmpty() || name.contains("/") || name.contains("\\") || name.contains(":")) {
+    if (name.isEmpty() || LanceSessionCatalog.isPath(name)) {
       return table;
     }
-    CatalogPlugin catalog = ((org.apache.spark.sql.classic.SparkSession)
-        org.apache.spark.sql.SparkSession.active()).sessionState().catalogManager()
+    CatalogPlugin catalog = (LancePlanner.session()).sessionState().catalogManager()
         .v2SessionCatalog();
     if (!(catalog instanceof LanceSessionCatalog lance)) {
       return table;  // no catalog of Lance tables to ask: Python's error names the path

@@ -540,13 +540,18 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     return Map.of(LanceWriteTable.PATH, parts[1]);
   }
 
+  /** Whether {@code name} is a path or URI rather than a table's name. */
+  static boolean isPath(String name) {
+    return name.contains("/") || name.contains(":") || name.contains("\\");
+  }
+
   /**
    * The Parquet data {@code source} names for procedure {@code procedure}: a path as it is, or
    * the location of a Parquet table of this catalog ({@code USING parquet}, or a Hive table
    * stored as Parquet).
    */
   String parquetSource(String source, String procedure) {
-    if (source.contains("/") || source.contains(":") || source.contains("\\")) {
+    if (isPath(source)) {
       return source;
     }
     Table loaded;
