@@ -72,6 +72,7 @@ NEAREST_K = 10
 
 PARQUET = "Parquet"
 LANCE_CURRENT = "Lance, current version"
+TABLE_API_MERGE = "LanceTable.merge"
 
 FULL_SCAN = "full scan"
 PROJECTION = "projected scan (id, x)"
@@ -86,6 +87,7 @@ UPDATE = "UPDATE 1% vs full Parquet rewrite"
 UPDATE_SQL = "SQL UPDATE 1% (Spark's plan) vs full Parquet rewrite"
 DELETE = "DELETE 1% vs full Parquet rewrite"
 DELETE_SQL = "SQL DELETE 1% (Spark's plan) vs full Parquet rewrite"
+MERGE_TINY = "SQL MERGE of 10 rows (Spark's plan) vs LanceTable.merge"
 OLD_VERSION = "old-version read vs current-version read"
 COUNT_ROWS = "countRows() vs count()"
 ML_COUNT = "ML: df.count()"
@@ -135,6 +137,7 @@ CASE_NAMES = (
     UPDATE_SQL,
     DELETE,
     DELETE_SQL,
+    MERGE_TINY,
     ML_COUNT,
     ML_GROUP_BY,
     ML_LIMIT,
@@ -162,6 +165,7 @@ TARGETS: dict[str, float | None] = {
     UPDATE_SQL: 0.2,
     DELETE: 0.2,
     DELETE_SQL: 0.2,
+    MERGE_TINY: None,
     OLD_VERSION: 1.05,
     COUNT_ROWS: 0.1,
     ML_COUNT: 0.5,
@@ -250,6 +254,13 @@ METHODS: dict[str, str] = {
         "(untimed); Parquet: read the table, keep the other rows, write to a new path."
     ),
     DELETE_SQL: "the same DELETE as SQL (`DELETE FROM lance.`<copy>` WHERE id % 100 = 0`).",
+    MERGE_TINY: (
+        "an upsert of 10 source rows (5 existing ids spread over the table, 5 new), update all "
+        "and insert all: SQL `MERGE INTO` (Spark's plan, the target pruned by the source's "
+        "keys) vs `LanceTable.merge(...).whenMatchedUpdateAll().whenNotMatchedInsertAll()` "
+        "(its own key pruning), each on a copy restored after every run (untimed). The ratio "
+        "is SQL / table API, not vs Parquet."
+    ),
     ML_COUNT: "`df.count()` on the ML table, the same code on both sides (so for the rest).",
     ML_GROUP_BY: '`df.select("id", "label").groupBy("label").count().collect()`.',
     ML_LIMIT: "`df.limit(10).collect()`.",
@@ -1045,6 +1056,44 @@ def case_merge_sql(b: Bench) -> CaseResult:
     )
 
 
+def case_merge_tiny(b: Bench) -> CaseResult:
+    sql_uri = copy_table(b, BASE_LANCE, "merge_tiny_sql.lance")
+    api_uri = copy_table(b, BASE_LANCE, "merge_tiny_api.lance")
+    step = max(1, b.rows // 5)
+    ids = b.spark.range(0, 5, numPartitions=1).select((F.col("id") * step).alias("id"))
+    source = with_columns(ids, salt=5).unionByName(generate(b, 3 * b.rows, 5, salt=5))
+
+    def sql_run(_trial: int) -> None:
+        source.createOrReplaceTempView("bench_tiny_source")
+        b.spark.sql(
+            f"MERGE INTO lance.`{sql_uri}` t USING bench_tiny_source s ON s.id = t.id "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        ).collect()
+
+    def api_run(_trial: int) -> None:
+        (
+            LanceTable.forPath(b.spark, api_uri)
+            .alias("t")
+            .merge(source.alias("s"), "s.id = t.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    def check(uri: str) -> Callable[[], None]:
+        return lambda: expect(
+            "rows after MERGE", LanceTable.forPath(b.spark, uri).countRows(), b.rows + 5
+        )
+
+    return measure(
+        MERGE_TINY,
+        Side(sql_run, check=check(sql_uri), reset=LanceRestorer(b.spark, sql_uri)),
+        Side(api_run, check=check(api_uri), reset=LanceRestorer(b.spark, api_uri)),
+        b.runs,
+        baseline=TABLE_API_MERGE,
+    )
+
+
 _EVERY_100TH = "id % 100 = 0"
 
 
@@ -1428,6 +1477,7 @@ def run_cases(
         case_update_sql(b),
         case_delete(b),
         case_delete_sql(b),
+        case_merge_tiny(b),
         case_ml_count(b),
         case_ml_group_by(b),
         case_ml_limit(b),

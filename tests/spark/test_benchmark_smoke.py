@@ -57,7 +57,7 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
 
     markdown = out.read_text(encoding="utf-8")
     results = _section(markdown, "## Results", "###")
-    assert len(bench.CASE_NAMES) == 25
+    assert len(bench.CASE_NAMES) == 26
     for name in bench.CASE_NAMES:
         _, lance_median, baseline, baseline_median, ratio, target, holds = _row(results, name)
         _number(lance_median)
@@ -66,7 +66,11 @@ def test_tiny_benchmark_writes_every_case(spark: SparkSession, tmp_path: Path) -
         expected_target = bench.TARGETS[name]
         assert target == ("—" if expected_target is None else f"<= {expected_target}")
         assert holds in {"yes", "**no**", "— (no target)"}
-        assert baseline == ("Lance, current version" if name == bench.OLD_VERSION else "Parquet")
+        baselines = {
+            bench.OLD_VERSION: "Lance, current version",
+            bench.MERGE_TINY: "LanceTable.merge",
+        }
+        assert baseline == baselines.get(name, "Parquet")
 
     # The cached DataFrame writes, each kind of session a process of its own.
     assert len(bench.CACHED_CASES) == 8

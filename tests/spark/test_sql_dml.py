@@ -712,3 +712,50 @@ def test_dataframe_merge_into(
     )
     assert lance.dataset(table_uri).schema.names == ["id", "val", "n", "tag"]
     assert (3, "C", 3, "new") in table_rows(table_uri)
+
+
+# --- (9) target pruning by the source's keys ---------------------------------------------------------
+
+
+def _merge_plan(spark: SparkSession, text: str) -> str:
+    return "\n".join(str(r[0]) for r in spark.sql(f"EXPLAIN {text}").collect())
+
+
+def test_merge_reads_only_the_target_rows_the_source_keys_can_match(
+    spark: SparkSession, table_uri: str, view: Callable[..., str]
+) -> None:
+    """A MERGE whose source gives the same rows every time (here local rows) and that has no
+    NOT MATCHED BY SOURCE clause reads the target with its ON key IN the source's keys (the
+    filter pushed into Lance); one that has, or whose source reads a table, or that has more
+    source rows than spark.lance.merge.keyPruning.maxSourceRows, reads the whole target.
+    The results are the same either way."""
+    make_target(spark, table_uri, TARGET)
+    src = view(spark.createDataFrame([(2, "B", 2, ""), (9, "I", 9, "")], SOURCE_SCHEMA))
+    upsert = (
+        f"MERGE INTO lance.`{table_uri}` t USING {src} s ON s.id = t.id "
+        "WHEN MATCHED THEN UPDATE SET val = s.val WHEN NOT MATCHED THEN INSERT (id, val, n) "
+        "VALUES (s.id, s.val, s.n)"
+    )
+    assert "LanceFilter=`id` IN (2,9)" in _merge_plan(spark, upsert)
+    by_source = upsert + " WHEN NOT MATCHED BY SOURCE AND t.n = 40 THEN DELETE"
+    assert "`id` IN" not in _merge_plan(spark, by_source)
+    other = f"{table_uri}.other"
+    make_target(spark, other, [(2, "x", 0)])
+    from_table = upsert.replace(f"USING {src} s", f"USING lance.`{other}` s")
+    assert "`id` IN" not in _merge_plan(spark, from_table)
+    spark.conf.set("spark.lance.merge.keyPruning.maxSourceRows", "1")
+    try:
+        assert "`id` IN" not in _merge_plan(spark, upsert)
+    finally:
+        spark.conf.unset("spark.lance.merge.keyPruning.maxSourceRows")
+    assert dml_counts(spark, table_uri, by_source) == (3, 1, 1, 1)
+    assert table_rows(table_uri) == [(1, "a", 10), (2, "B", 20), (3, "c", 30), (9, "I", 9)]
+    # A string key: its literals quoted for Lance ('it''s').
+    keys = view(spark.createDataFrame([(7, "c", 7, ""), (8, "it's", 8, "")], SOURCE_SCHEMA))
+    on_val = (
+        f"MERGE INTO lance.`{table_uri}` t USING {keys} s ON s.val = t.val "
+        "WHEN MATCHED THEN UPDATE SET n = s.n"
+    )
+    assert "LanceFilter=`val` IN ('c','it''s')" in _merge_plan(spark, on_val)
+    assert dml_counts(spark, table_uri, on_val) == (1, 1, 0, 0)
+    assert (3, "c", 7) in table_rows(table_uri)

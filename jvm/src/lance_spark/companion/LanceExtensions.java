@@ -71,6 +71,12 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
           return new LanceWriteRule();
         }
       });
+      extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+        @Override
+        public Rule<LogicalPlan> apply(SparkSession session) {
+          return new LanceMergePruning();
+        }
+      });
       extensions.injectParser(
           new AbstractFunction2<SparkSession, ParserInterface, ParserInterface>() {
             @Override
