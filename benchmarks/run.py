@@ -987,22 +987,14 @@ def merge_source(b: Bench) -> DataFrame:
     return with_columns(ids, salt=4).unionByName(inserts)
 
 
-def case_merge(b: Bench) -> CaseResult:
-    lance_uri = copy_table(b, BASE_LANCE, "merge.lance")
-    rewritten = b.path("merge_rewrite.parquet")
+def _merge_case(b: Bench, name: str, lance_merge: Callable[[str, DataFrame], object]) -> CaseResult:
+    """``lance_merge(uri, source)`` of :func:`merge_source` on a copy of the Lance table
+    (restored after every run) vs the same upsert as a full rewrite of the Parquet table."""
+    slug = "merge_sql" if name == MERGE_SQL else "merge"
+    lance_uri = copy_table(b, BASE_LANCE, f"{slug}.lance")
+    rewritten = b.path(f"{slug}_rewrite.parquet")
     total = max(2, b.rows // 100)
     expected = b.rows + total - total // 2
-
-    def lance_run(_trial: int) -> None:
-        source = merge_source(b)
-        (
-            LanceTable.forPath(b.spark, lance_uri)
-            .alias("t")
-            .merge(source.alias("s"), "s.id = t.id")
-            .whenMatchedUpdateAll()
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
 
     def parquet_run(_trial: int) -> None:
         source = merge_source(b)
@@ -1018,42 +1010,40 @@ def case_merge(b: Bench) -> CaseResult:
         expect("rows after rewrite", b.spark.read.parquet(rewritten).count(), expected)
 
     return measure(
-        MERGE,
-        Side(lance_run, check=lance_check, reset=LanceRestorer(b.spark, lance_uri)),
+        name,
+        Side(
+            lambda _t: lance_merge(lance_uri, merge_source(b)),
+            check=lance_check,
+            reset=LanceRestorer(b.spark, lance_uri),
+        ),
         Side(parquet_run, check=parquet_check, reset=lambda: shutil.rmtree(rewritten)),
         b.runs,
     )
 
 
-def case_merge_sql(b: Bench) -> CaseResult:
-    lance_uri = copy_table(b, BASE_LANCE, "merge_sql.lance")
-    rewritten = b.path("merge_sql_rewrite.parquet")
-    total = max(2, b.rows // 100)
-    expected = b.rows + total - total // 2
+def case_merge(b: Bench) -> CaseResult:
+    def lance_merge(uri: str, source: DataFrame) -> None:
+        (
+            LanceTable.forPath(b.spark, uri)
+            .alias("t")
+            .merge(source.alias("s"), "s.id = t.id")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
 
-    def lance_run(_trial: int) -> None:
-        merge_source(b).createOrReplaceTempView("bench_merge_source")
+    return _merge_case(b, MERGE, lance_merge)
+
+
+def case_merge_sql(b: Bench) -> CaseResult:
+    def lance_merge(uri: str, source: DataFrame) -> None:
+        source.createOrReplaceTempView("bench_merge_source")
         b.spark.sql(
-            f"MERGE INTO lance.`{lance_uri}` t USING bench_merge_source s ON s.id = t.id "
+            f"MERGE INTO lance.`{uri}` t USING bench_merge_source s ON s.id = t.id "
             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
         ).collect()
 
-    def parquet_run(_trial: int) -> None:
-        source = merge_source(b)
-        target = b.spark.read.parquet(b.path(BASE_PARQUET))
-        write_parquet(
-            target.join(source, "id", "left_anti").unionByName(source), rewritten, "overwrite"
-        )
-
-    def lance_check() -> None:
-        expect("rows after MERGE", LanceTable.forPath(b.spark, lance_uri).countRows(), expected)
-
-    return measure(
-        MERGE_SQL,
-        Side(lance_run, check=lance_check, reset=LanceRestorer(b.spark, lance_uri)),
-        Side(parquet_run, reset=lambda: shutil.rmtree(rewritten)),
-        b.runs,
-    )
+    return _merge_case(b, MERGE_SQL, lance_merge)
 
 
 def case_merge_tiny(b: Bench) -> CaseResult:
