@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -42,7 +42,6 @@ from lance_spark.errors import (
     ColumnNotFoundError,
     InvalidOptionError,
 )
-from lance_spark.source import conflicts as _conflicts
 from lance_spark.source import dataset, row_level, session
 from lance_spark.source import reader as _reader
 from lance_spark.source.jobs import StagedJob, TaskResult
@@ -50,17 +49,6 @@ from lance_spark.source.options import COLUMNS, encode_names
 from lance_spark.table import jobs as _jobs
 from lance_spark.table import maintenance
 from lance_spark.table.context import TableContext
-
-# The change-row vocabulary, shared with the tasks and the commit (lance_spark.source.row_level).
-KIND_UPDATE = row_level.KIND_UPDATE
-KIND_DELETE = row_level.KIND_DELETE
-KIND_INSERT = row_level.KIND_INSERT
-KIND_MATCHED = row_level.KIND_MATCHED
-FRAG = row_level.FRAG
-OFFSET = row_level.OFFSET
-ROW_ID = row_level.ROW_ID
-KIND = row_level.KIND
-ChangeCounts = row_level.ChangeCounts
 
 
 @dataclass(frozen=True)
@@ -81,9 +69,9 @@ class Pinned:
         """The change-row address columns of a row of ``rows`` (null when it is absent)."""
         addr = self.rows["_rowaddr"]
         return [
-            F.shiftrightunsigned(addr, 32).alias(FRAG),
-            addr.bitwiseAND(F.lit(row_level.OFFSET_MASK)).alias(OFFSET),
-            self.rows["_rowid"].alias(ROW_ID),
+            F.shiftrightunsigned(addr, 32).alias(row_level.FRAG),
+            addr.bitwiseAND(F.lit(row_level.OFFSET_MASK)).alias(row_level.OFFSET),
+            self.rows["_rowid"].alias(row_level.ROW_ID),
         ]
 
 
@@ -91,24 +79,9 @@ class Pinned:
 class ChangePlan:
     """What a statement changes, as Spark computes it from a :class:`Pinned` table."""
 
-    rows: DataFrame  # FRAG, OFFSET, ROW_ID, KIND and, if write_schema, its columns
-    write_schema: pa.Schema | None  # None: the statement only deletes
+    rows: DataFrame  # the change-row address (row_level.ADDRESS), then the written columns
+    statement: row_level.Statement  # what it is, for the commit (its write_schema: the columns)
     check_cardinality: bool
-    operation: str
-    parameters: Mapping[str, str] = field(default_factory=dict)
-    predicate: str = "true"
-    # What the statement reads, for the check against concurrent commits (default: any row).
-    read_set: _conflicts.ReadSet = field(default_factory=_conflicts.ReadSet)
-
-    def statement(self) -> row_level.Statement:
-        """What the commit needs of the plan."""
-        return row_level.Statement(
-            operation=self.operation,
-            write_schema=self.write_schema,
-            parameters=self.parameters,
-            predicate=self.predicate,
-            read_set=self.read_set,
-        )
 
 
 def delete_where(
@@ -128,12 +101,14 @@ def delete_where(
         target = narrow(spark, pinned, needed, storage)
         rows, predicate = _matching(target, condition)
         return ChangePlan(
-            rows=rows.select(*target.address(), F.lit(KIND_DELETE).alias(KIND)),
-            write_schema=None,
+            rows=rows.select(*target.address(), F.lit(row_level.KIND_DELETE).alias(row_level.KIND)),
+            statement=row_level.Statement(
+                operation="DELETE",
+                write_schema=None,
+                parameters={"predicate": predicate},
+                predicate=predicate,
+            ),
             check_cardinality=False,
-            operation="DELETE",
-            parameters={"predicate": predicate},
-            predicate=predicate,
         )
 
     return run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan).deleted
@@ -172,12 +147,16 @@ def update_where(
             for name in names
         ]
         return ChangePlan(
-            rows=rows.select(*target.address(), F.lit(KIND_UPDATE).alias(KIND), *values),
-            write_schema=target.schema,
+            rows=rows.select(
+                *target.address(), F.lit(row_level.KIND_UPDATE).alias(row_level.KIND), *values
+            ),
+            statement=row_level.Statement(
+                operation="UPDATE",
+                write_schema=target.schema,
+                parameters={"predicate": predicate, "set": ", ".join(sorted(assignments))},
+                predicate=predicate,
+            ),
             check_cardinality=False,
-            operation="UPDATE",
-            parameters={"predicate": predicate, "set": ", ".join(sorted(assignments))},
-            predicate=predicate,
         )
 
     return run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan).updated
@@ -190,12 +169,12 @@ def run(
     storage: Mapping[str, str],
     app_id: str | None,
     plan: Callable[[Pinned], ChangePlan],
-) -> ChangeCounts:
+) -> row_level.ChangeCounts:
     """Pin, plan, run one job and commit one transaction; redo it all when a concurrent
     commit overlaps it or Lance calls the commit retryable (:func:`_jobs.with_retry`, then
     :class:`ConcurrentModificationError`). Nothing is committed on any failure."""
 
-    def attempt() -> ChangeCounts:
+    def attempt() -> row_level.ChangeCounts:
         target = pin(spark, uri, storage)
         change = plan(target)
         with StagedJob.begin(uri, read_version=target.version, storage=storage) as job:
@@ -205,7 +184,7 @@ def run(
             counts = row_level.counts(outcome, None)
             if counts.affected == 0 and not outcome.new_fragments:
                 return counts  # nothing matched: no new version
-            statement, pinned = change.statement(), target.target()
+            statement, pinned = change.statement, target.target()
             version = row_level.commit(statement, pinned, outcome, counts, storage, app_id)
             return replace(
                 row_level.counts(outcome, version), added_columns=statement.evolves(pinned)
@@ -331,14 +310,14 @@ def _execute(
     # Rows of one fragment meet in one task (one deletion file per fragment); inserted rows
     # (no fragment) are spread over negative keys so no single task writes them all.
     key = F.coalesce(
-        F.col(FRAG),
+        F.col(row_level.FRAG),
         F.lit(-1) - F.pmod(F.hash(*hashable) if hashable else F.lit(0), F.lit(buckets)),
     )
-    evolved = change.statement().evolves(target.target())
+    evolved = change.statement.evolves(target.target())
     task = row_level.change_task(
         target.uri,
         target.version,
-        change.write_schema,
+        change.statement.write_schema,
         evolved,
         target.stable_row_ids,
         change.check_cardinality,
@@ -350,7 +329,9 @@ def _execute(
     # so a task can write each fragment's deletion file as soon as its rows are over, holding
     # one fragment's offsets at a time (Spark's sort spills; the Python task only streams).
     ordered = rows.repartition(key).sortWithinPartitions(
-        F.col(KIND) == F.lit(KIND_INSERT), F.col(FRAG), F.col(OFFSET)
+        F.col(row_level.KIND) == F.lit(row_level.KIND_INSERT),
+        F.col(row_level.FRAG),
+        F.col(row_level.OFFSET),
     )
     return _jobs.run_tasks(ordered, task)
 

@@ -25,7 +25,7 @@ from lance_spark import _spark
 from lance_spark._spark import quote_identifier
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import commit as _commit
-from lance_spark.source import conflicts, dataset
+from lance_spark.source import conflicts, dataset, row_level
 from lance_spark.source import types as _types
 from lance_spark.table import changes as _dml
 from lance_spark.table import merge_pruning
@@ -88,7 +88,7 @@ def merge(
     storage: Mapping[str, str],
     spec: MergeSpec,
     app_id: str | None,
-) -> _dml.ChangeCounts:
+) -> row_level.ChangeCounts:
     """Run ``spec`` against the Lance table at ``uri``: one Spark job, one new version (none
     when no row changes). Raises before any write for a malformed statement."""
     check_clauses(spec.clauses)
@@ -105,7 +105,8 @@ def merge(
         narrowed = _dml.narrow(spark, target, needed, storage, filter=row_filter)
         # A matched row no clause acts on is read but not changed (untouched_rows).
         read_set = conflicts.ReadSet(key=read_key, untouched_rows=True)
-        return replace(_plan(narrowed, spec, storage), read_set=read_set)
+        plan = _plan(narrowed, spec, storage)
+        return replace(plan, statement=replace(plan.statement, read_set=read_set))
 
     try:
         return _dml.run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan)
@@ -251,23 +252,25 @@ def _plan(target: _dml.Pinned, spec: MergeSpec, storage: Mapping[str, str]) -> _
     check = _checks_cardinality(spec.clauses)
     if check:
         # A matched row no clause acts on still counts for the cardinality check.
-        kinds.append((present["WHEN MATCHED"], F.lit(_dml.KIND_MATCHED)))
+        kinds.append((present["WHEN MATCHED"], F.lit(row_level.KIND_MATCHED)))
     data = [_case(values[n]).cast(types[n]).alias(n) for n in out_names] if writes else []
-    rows = staged.select(*target.address(), _case(kinds).alias(_dml.KIND), *data).filter(
-        F.col(_dml.KIND).isNotNull()
+    rows = staged.select(*target.address(), _case(kinds).alias(row_level.KIND), *data).filter(
+        F.col(row_level.KIND).isNotNull()
     )
     predicate = _text(spec.condition)
     return _dml.ChangePlan(
         rows=rows,
-        write_schema=_write_schema(target, rows, added, storage) if writes else None,
+        statement=row_level.Statement(
+            operation="MERGE",
+            write_schema=_write_schema(target, rows, added, storage) if writes else None,
+            parameters={
+                "predicate": predicate,
+                "clauses": "; ".join(c.describe() for c in spec.clauses),
+                "schemaEvolution": str(spec.schema_evolution).lower(),
+            },
+            predicate=predicate,
+        ),
         check_cardinality=check,
-        operation="MERGE",
-        parameters={
-            "predicate": predicate,
-            "clauses": "; ".join(c.describe() for c in spec.clauses),
-            "schemaEvolution": str(spec.schema_evolution).lower(),
-        },
-        predicate=predicate,
     )
 
 
@@ -282,7 +285,11 @@ def _case(branches: Sequence[tuple[Column, Column]]) -> Column:
     return case
 
 
-_KINDS = {"UPDATE": _dml.KIND_UPDATE, "DELETE": _dml.KIND_DELETE, "INSERT": _dml.KIND_INSERT}
+_KINDS = {
+    "UPDATE": row_level.KIND_UPDATE,
+    "DELETE": row_level.KIND_DELETE,
+    "INSERT": row_level.KIND_INSERT,
+}
 
 
 def _checked(
@@ -536,7 +543,7 @@ class LanceMergeBuilder:
 METRIC_NAMES = ("num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows")
 
 
-def metrics_frame(spark: SparkSession, counts: _dml.ChangeCounts) -> DataFrame:
+def metrics_frame(spark: SparkSession, counts: row_level.ChangeCounts) -> DataFrame:
     """The one-row result of a MERGE, like Delta's and Spark's."""
     schema = StructType([StructField(n, LongType(), False) for n in METRIC_NAMES])
     row = (counts.affected, counts.updated, counts.deleted, counts.inserted)
