@@ -16,6 +16,7 @@ from lance_spark._register import configure, register, spark_conf
 from lance_spark._spark import JobProgress, companion_enabled, companion_jar
 from lance_spark._version import __version__
 from lance_spark.errors import (
+    ArgumentTypeError,
     BranchNotFoundError,
     CardinalityViolationError,
     ColumnNotFoundError,
@@ -23,6 +24,7 @@ from lance_spark.errors import (
     CompanionNotFoundError,
     ConcurrentModificationError,
     CorruptTableError,
+    InvalidArgumentError,
     InvalidOptionError,
     LanceSparkError,
     PerformanceWarning,
@@ -39,6 +41,7 @@ from lance_spark.source import LanceDataSource
 from lance_spark.table import LanceMergeBuilder, LanceTable, LanceTableBuilder
 
 __all__ = [
+    "ArgumentTypeError",
     "BranchNotFoundError",
     "CardinalityViolationError",
     "ColumnNotFoundError",
@@ -46,6 +49,7 @@ __all__ = [
     "CompanionNotFoundError",
     "ConcurrentModificationError",
     "CorruptTableError",
+    "InvalidArgumentError",
     "InvalidOptionError",
     "JobProgress",
     "LanceDataSource",

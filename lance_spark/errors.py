@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
     "BranchNotFoundError",
     "CardinalityViolationError",
     "ColumnNotFoundError",
@@ -23,6 +24,7 @@ __all__ = [
     "CompanionNotFoundError",
     "ConcurrentModificationError",
     "CorruptTableError",
+    "InvalidArgumentError",
     "InvalidOptionError",
     "LanceSparkError",
     "PerformanceWarning",
@@ -41,6 +43,19 @@ class LanceSparkError(Exception):
 
 class InvalidOptionError(LanceSparkError, ValueError):
     """An option is unknown, malformed, or conflicts with another option."""
+
+
+class InvalidArgumentError(InvalidOptionError):
+    """An argument of a public method has a value it does not take (an empty name, a negative
+    version, a clause added to a MERGE that ran already); the message names the method, the
+    argument, the value and what is accepted. A kind of :class:`InvalidOptionError`, which
+    earlier releases raised for bad arguments."""
+
+
+class ArgumentTypeError(LanceSparkError, TypeError):
+    """An argument of a public method has a type it does not take (``restoreToVersion("1")``,
+    ``update(set={1: "x"})``); the message names the method, the argument, the value and the
+    types accepted."""
 
 
 class SecretInConfError(InvalidOptionError):

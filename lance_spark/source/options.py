@@ -208,6 +208,7 @@ _DISPLAY = {
     MAX_BYTES_PER_TRIGGER: "maxBytesPerTrigger",
     SKIP_CHANGE_COMMITS: "skipChangeCommits",
     READ_CHANGE_FEED: "readChangeFeed",
+    "readchangedata": "readChangeData",
     CHECKPOINT_LOCATION: "checkpointLocation",
     ENDING_VERSION: "endingVersion",
     ENDING_TIMESTAMP: "endingTimestamp",
@@ -613,14 +614,28 @@ def parse_timestamp(value: str, *, key: str = TIMESTAMP_AS_OF) -> datetime:
 # --- helpers ------------------------------------------------------------------------------------
 
 
+# Other names of an option, as Delta Lake spells them (lower case): the option they name.
+ALIASES = {"readchangedata": READ_CHANGE_FEED}
+
+
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
+    given: dict[str, str] = {}  # canonical key -> the key it was given as
     for key, value in options.items():
         lowered = str(key).lower()
         # Spark stores a catalog table's OPTIONS (...) as "option.<key>" table properties.
         if lowered.startswith(CATALOG_OPTION_PREFIX):
             lowered = lowered[len(CATALOG_OPTION_PREFIX) :]
-        out[lowered] = str(value)
+        canonical = ALIASES.get(lowered, lowered)
+        aliased = lowered != canonical or given.get(canonical, canonical) != canonical
+        if aliased and canonical in out and out[canonical] != str(value):
+            raise InvalidOptionError(
+                f"options {_display(given[canonical])}={out[canonical]!r} and "
+                f"{_display(lowered)}={str(value)!r} name the same option with different "
+                "values: give one of them"
+            )
+        out[canonical] = str(value)
+        given[canonical] = lowered
     return out
 
 

@@ -80,6 +80,9 @@ Write (batches Spark hands to ``DataSourceArrowWriter.write(iterator)``): exactl
   DayTimeIntervalType -> ``duration[us]``; TIME(p) (only with the conf on) -> ``time64[ns]``
   with field metadata ``SPARK::time::precision``. YearMonthIntervalType never reaches the
   writer: pyarrow cannot wrap Arrow's ``interval_months`` (``KeyError: 21`` in the worker).
+* VariantType, GeometryType, GeographyType and user-defined types (MLlib's ``VectorUDT``,
+  ``MatrixUDT``) reach the writer as other types (binary encodings, structs): a write of them
+  is refused naming the column (:func:`check_writable`), since they would read back changed.
 * ArrayType -> ``list<element: ...>``, MapType -> ``map<key, value>`` (``entries`` struct),
   StructType -> ``struct``; nullability follows the Spark schema (literals are non-null);
   column names keep their case.
@@ -107,6 +110,8 @@ from pyspark.sql.types import (
     DecimalType,
     DoubleType,
     FloatType,
+    GeographyType,
+    GeometryType,
     IntegerType,
     LongType,
     MapType,
@@ -118,6 +123,8 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
     TimeType,
+    UserDefinedType,
+    VariantType,
 )
 
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
@@ -358,6 +365,52 @@ def _column(batch: pa.RecordBatch, name: str) -> pa.Array:
 # --------------------------------------------------------------------------------------------
 # Write: Spark's Arrow batches -> Lance
 # --------------------------------------------------------------------------------------------
+
+
+# Spark types whose values Spark hands to a Python writer as something else (a user-defined
+# type as its SQL type, a variant as its binary encoding, a geometry or geography as a struct
+# of SRID and WKB): written as such, they would come back as that other type, silently. Until
+# they round-trip, a write of them is refused before any file is written.
+_NOT_WRITABLE: dict[type[DataType], str] = {
+    VariantType: "cast it to a string first (to_json(col)), or parse the JSON into columns",
+    GeometryType: "write its WKB (st_asbinary(col)) and SRID as columns of their own",
+    GeographyType: "write its WKB (st_asbinary(col)) as a column of its own",
+}
+_UDT_HINTS = {
+    "VectorUDT": "write it as an array of doubles (pyspark.ml.functions.vector_to_array(col))",
+    "MatrixUDT": "write its values as an array of doubles and its shape as columns",
+}
+
+
+def check_writable(schema: StructType) -> None:
+    """Refuse, naming the column (dotted path when nested), the Spark types that would not read
+    back as themselves: :class:`UnsupportedTypeError` before anything is written."""
+    for field in schema.fields:
+        _check_writable(field.dataType, field.name)
+
+
+def _check_writable(data_type: DataType, path: str) -> None:
+    if isinstance(data_type, UserDefinedType):
+        name = type(data_type).__name__
+        hint = _UDT_HINTS.get(name, f"write its SQL type ({data_type.sqlType().simpleString()})")
+        raise UnsupportedTypeError(
+            f"column {path!r} has the user-defined type {name}, which a Lance table would give "
+            f"back as a plain {data_type.sqlType().simpleString()}: {hint}"
+        )
+    for kind, hint in _NOT_WRITABLE.items():
+        if isinstance(data_type, kind):
+            raise UnsupportedTypeError(
+                f"column {path!r} has type {data_type.simpleString()}, which Lance tables do "
+                f"not hold yet: {hint}"
+            )
+    if isinstance(data_type, StructType):
+        for child in data_type.fields:
+            _check_writable(child.dataType, f"{path}.{child.name}")
+    elif isinstance(data_type, ArrayType):
+        _check_writable(data_type.elementType, f"{path}.element")
+    elif isinstance(data_type, MapType):
+        _check_writable(data_type.keyType, f"{path}.key")
+        _check_writable(data_type.valueType, f"{path}.value")
 
 
 def arrow_schema_for_new_table(schema: pa.Schema, *, vector_sizes: Mapping[str, int]) -> pa.Schema:

@@ -594,6 +594,7 @@ def _plan(
     app_id: str | None,
     nullable_columns: bool,
 ) -> LanceWriter:
+    _types.check_writable(spark_schema)
     incoming = to_arrow_schema(spark_schema, timezone="UTC")
     incoming = pa.schema([f.remove_metadata() for f in incoming])
     vector_sizes = _vector_sizes(options.vector_sizes, incoming)

@@ -21,6 +21,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from lance_spark import _spark
 from lance_spark.errors import (
+    InvalidArgumentError,
     InvalidOptionError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -31,16 +32,13 @@ from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import WriteOptions
 from lance_spark.source.session import session_storage
 from lance_spark.source.writer import COMMENT_KEY, plan_write, with_comments
-from lance_spark.table import catalog
+from lance_spark.table import arguments, catalog
 from lance_spark.table.schema import check_property_keys
 from lance_spark.table.writes import default_location, same_location
 
 if TYPE_CHECKING:
     from lance_spark.table.lance_table import LanceTable
 
-# The table comment, in Lance's table config (the catalog keeps no comment of its own for a
-# Python data source table; Spark reserves the key, so SET TBLPROPERTIES cannot clobber it).
-TABLE_COMMENT_KEY = "comment"
 _LANCE_CONFIG_PREFIX = "lance."  # Lance's own settings in the table config: a replace keeps them
 
 
@@ -103,6 +101,7 @@ class LanceTableBuilder:
 
     # --- declaring --------------------------------------------------------------------------
 
+    @arguments.checked(identifier=arguments.NAME)
     def tableName(self, identifier: str) -> LanceTableBuilder:
         """The catalog name (``name`` or ``db.name``); the entry is created with the table.
 
@@ -110,13 +109,15 @@ class LanceTableBuilder:
 
             LanceTable.create(spark).tableName("pets").location("/data/pets.lance")
         """
-        if not isinstance(identifier, str) or _spark.parse_identifier(identifier) is None:
-            raise InvalidOptionError(
-                f"tableName takes a table name such as 'pets' or 'db.pets', not {identifier!r}"
+        if _spark.parse_identifier(identifier) is None:
+            raise InvalidArgumentError(
+                "LanceTableBuilder.tableName() argument 'identifier' takes a table name such as "
+                f"'pets' or 'db.pets', not {identifier!r}"
             )
         self._name = identifier
         return self
 
+    @arguments.checked(location=arguments.PATH)
     def location(self, location: str) -> LanceTableBuilder:
         """Where the Lance table lives (a path or an object store URI).
 
@@ -124,11 +125,15 @@ class LanceTableBuilder:
 
             LanceTable.create(spark).location("s3://bucket/pets.lance")
         """
-        if not isinstance(location, str) or not location:
-            raise InvalidOptionError(f"location takes a path or URI, not {location!r}")
         self._location = location
         return self
 
+    @arguments.checked(
+        colName=arguments.NAME,
+        dataType=arguments.DATA_TYPE,
+        nullable=arguments.FLAG,
+        comment=arguments.TEXT.orNone(),
+    )
     def addColumn(
         self,
         colName: str,
@@ -145,22 +150,17 @@ class LanceTableBuilder:
 
             builder.addColumn("id", "bigint", nullable=False).addColumn("score", DoubleType())
         """
-        if not isinstance(colName, str) or not colName:
-            raise InvalidOptionError(f"addColumn takes a non-empty column name, not {colName!r}")
-        if not isinstance(dataType, DataType) and not (isinstance(dataType, str) and dataType):
-            raise InvalidOptionError(
-                f"addColumn({colName!r}, ...) takes a Spark DataType or a Spark SQL type name "
-                f"such as 'bigint', not {dataType!r}"
+        if isinstance(dataType, str) and not dataType.strip():
+            raise InvalidArgumentError(
+                f"LanceTableBuilder.addColumn() argument 'dataType' of {colName!r} takes a Spark "
+                "DataType or a Spark SQL type name such as 'bigint', not ''"
             )
-        if not isinstance(nullable, bool):
-            raise InvalidOptionError(f"addColumn({colName!r}, ...): nullable must be a bool")
-        if comment is not None and not isinstance(comment, str):
-            raise InvalidOptionError(f"addColumn({colName!r}, ...): comment must be a string")
         declared = [c.name for c in self._columns if isinstance(c, _Column)]
         _check_new_name(colName, declared)
         self._columns.append(_Column(colName, dataType, nullable, comment))
         return self
 
+    @arguments.checked(cols=arguments.COLUMNS)
     def addColumns(self, cols: StructType | Sequence[StructField] | str) -> LanceTableBuilder:
         """Add several columns: a ``StructType`` (or its fields) or a DDL column list
         (``"id bigint NOT NULL, label string COMMENT 'the label'"``).
@@ -172,22 +172,19 @@ class LanceTableBuilder:
         """
         if isinstance(cols, str):
             if not cols.strip():
-                raise InvalidOptionError("addColumns takes a non-empty DDL column list")
+                raise InvalidArgumentError(
+                    "LanceTableBuilder.addColumns() argument 'cols' takes a non-empty DDL column "
+                    f"list such as 'id bigint, label string', not {cols!r}"
+                )
             self._columns.append(cols)
             return self
         fields = cols.fields if isinstance(cols, StructType) else cols
-        if not isinstance(fields, list | tuple) or not all(
-            isinstance(f, StructField) for f in fields
-        ):
-            raise InvalidOptionError(
-                "addColumns takes a StructType, a list of StructField or a DDL string such as "
-                f"'id bigint, label string', not {cols!r}"
-            )
         for f in fields:
             comment = (f.metadata or {}).get(COMMENT_KEY)
             self.addColumn(f.name, f.dataType, nullable=f.nullable, comment=comment)
         return self
 
+    @arguments.checked(key=arguments.NAME, value=arguments.TEXT)
     def property(self, key: str, value: str) -> LanceTableBuilder:
         """A table property (Lance's table config; ``SHOW TBLPROPERTIES`` shows it).
 
@@ -195,12 +192,11 @@ class LanceTableBuilder:
 
             builder.property("owner_team", "vision")
         """
-        if not isinstance(key, str) or not key:
-            raise InvalidOptionError(f"property takes a non-empty key, not {key!r}")
         check_property_keys([key])
-        self._properties[key] = _spark.option_text(value)
+        self._properties[key] = value
         return self
 
+    @arguments.checked(comment=arguments.TEXT)
     def comment(self, comment: str) -> LanceTableBuilder:
         """The table's comment (kept in the table config under ``comment``).
 
@@ -208,8 +204,6 @@ class LanceTableBuilder:
 
             builder.comment("pets seen by the cameras")
         """
-        if not isinstance(comment, str):
-            raise InvalidOptionError(f"comment takes a string, not {comment!r}")
         self._comment = comment
         return self
 
@@ -379,7 +373,7 @@ class LanceTableBuilder:
     def _set_config(self, uri: str, storage: Mapping[str, str], *, replace: bool) -> None:
         wanted = dict(self._properties)
         if self._comment is not None:
-            wanted[TABLE_COMMENT_KEY] = self._comment
+            wanted[catalog.TABLE_COMMENT_KEY] = self._comment
         ds = dataset.open_latest(uri, storage=storage)
         current = catalog.properties(ds)
         updates: dict[str, str | None] = {k: v for k, v in wanted.items() if current.get(k) != v}

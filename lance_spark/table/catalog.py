@@ -62,6 +62,11 @@ def entry(spark: SparkSession, name: str) -> Entry | None:
     )
 
 
+# The table comment, in Lance's table config (the catalog keeps no comment of its own for a
+# Python data source table; Spark reserves the key, so SET TBLPROPERTIES cannot clobber it).
+TABLE_COMMENT_KEY = "comment"
+
+
 def properties(ds: lance.LanceDataset) -> dict[str, str]:
     """The table's properties (Lance's table config)."""
     return {str(k): str(v) for k, v in ds.config().items()}

@@ -21,7 +21,7 @@ from pyspark.sql.types import (
 
 from lance_spark.source import dataset
 from lance_spark.source.types import spark_schema_from_arrow
-from lance_spark.table.catalog import properties
+from lance_spark.table.catalog import TABLE_COMMENT_KEY, properties
 from lance_spark.table.context import TableContext
 
 FORMAT = "lance"
@@ -39,6 +39,7 @@ DETAIL_SCHEMA = StructType(
         StructField("format", StringType(), False),
         StructField("id", StringType(), True),  # Lance tables have no table id
         StructField("name", StringType(), True),  # the catalog name, when opened by name
+        StructField("description", StringType(), True),  # the table comment
         StructField("location", StringType(), False),
         StructField("version", LongType(), False),
         StructField("createdAt", TimestampType(), True),
@@ -76,10 +77,12 @@ def detail_row(table: TableContext, *, name: str | None = None) -> tuple[Any, ..
     log = dataset.VersionLog(ds, uri=table.uri)  # two manifests read, not every one
     numbers = log.numbers()
     tags: dict[str, Any] = ds.tags.list()
+    config = properties(ds)
     return (
         FORMAT,
         None,
         name,
+        config.get(TABLE_COMMENT_KEY),
         table.uri,
         int(ds.version),
         log.timestamp(numbers[0]) if numbers else None,
@@ -99,5 +102,5 @@ def detail_row(table: TableContext, *, name: str | None = None) -> tuple[Any, ..
         {str(k): int(v["version"]) for k, v in tags.items()},
         str(ds.data_storage_version),
         bool(ds.has_stable_row_ids),
-        properties(ds),
+        config,
     )

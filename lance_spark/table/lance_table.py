@@ -27,16 +27,16 @@ from pyspark.sql.types import DataType
 
 from lance_spark import _spark
 from lance_spark._spark import JobProgress
-from lance_spark.errors import InvalidOptionError, TableNotFoundError
+from lance_spark.errors import InvalidArgumentError, InvalidOptionError, TableNotFoundError
 from lance_spark.source.dataset import branch_location
 from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
 from lance_spark.source.options import BRANCH, MAIN_BRANCH, TimeTravel, parse_timestamp
 from lance_spark.source.search import plan_search
 from lance_spark.source.session import lance_reader, session_storage
+from lance_spark.table import arguments, history, maintenance, schema
 from lance_spark.table import branches as _branches
 from lance_spark.table import changes as _dml
 from lance_spark.table import detail as _detail
-from lance_spark.table import history, maintenance, schema
 from lance_spark.table import search as _search
 from lance_spark.table.builder import BuildMode, LanceTableBuilder
 from lance_spark.table.catalog import recreate_entry
@@ -91,6 +91,9 @@ class LanceTable:
     # --- opening ------------------------------------------------------------------------------
 
     @classmethod
+    @arguments.checked(
+        spark=arguments.SESSION, path=arguments.PATH, storage_options=arguments.STRING_MAP.orNone()
+    )
     def forPath(
         cls,
         spark: SparkSession,
@@ -109,6 +112,7 @@ class LanceTable:
         return table
 
     @classmethod
+    @arguments.checked(spark=arguments.SESSION, name=arguments.NAME)
     def forName(cls, spark: SparkSession, name: str) -> LanceTable:
         """The catalog table ``name`` (created ``USING lance``).
 
@@ -134,6 +138,9 @@ class LanceTable:
         return table
 
     @classmethod
+    @arguments.checked(
+        spark=arguments.SESSION, path=arguments.PATH, storage_options=arguments.STRING_MAP.orNone()
+    )
     def isLanceTable(
         cls,
         spark: SparkSession,
@@ -152,6 +159,15 @@ class LanceTable:
     # --- creating -----------------------------------------------------------------------------
 
     @classmethod
+    @arguments.checked(
+        spark=arguments.SESSION,
+        parquet_path=arguments.PATH,
+        lance_uri=arguments.PATH,
+        mode=arguments.TEXT,
+        options=arguments.STRING_MAP.orNone(),
+        parquetOptions=arguments.STRING_MAP.orNone(),
+        storage_options=arguments.STRING_MAP.orNone(),
+    )
     def convertToLance(
         cls,
         spark: SparkSession,
@@ -205,11 +221,13 @@ class LanceTable:
         return table
 
     @classmethod
+    @arguments.checked(storage_options=arguments.STRING_MAP.orNone())
     def create(
-        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+        cls, spark: SparkSession | None = None, *, storage_options: Mapping[str, str] | None = None
     ) -> LanceTableBuilder:
         """A builder of a new Lance table (Delta's ``DeltaTable.create``): ``execute()``
-        raises :class:`TableAlreadyExistsError` when the table exists.
+        raises :class:`TableAlreadyExistsError` when the table exists. ``spark`` None (as in
+        every builder): the active session.
 
         Example::
 
@@ -221,11 +239,16 @@ class LanceTable:
                  .property("owner_team", "vision")
                  .execute())
         """
-        return LanceTableBuilder(spark, BuildMode.CREATE, storage_options=storage_options)
+        return LanceTableBuilder(
+            arguments.active_session(spark, "LanceTable.create"),
+            BuildMode.CREATE,
+            storage_options=storage_options,
+        )
 
     @classmethod
+    @arguments.checked(storage_options=arguments.STRING_MAP.orNone())
     def createIfNotExists(
-        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+        cls, spark: SparkSession | None = None, *, storage_options: Mapping[str, str] | None = None
     ) -> LanceTableBuilder:
         """A builder that creates the table unless it exists (then ``execute()`` returns the
         existing table unchanged).
@@ -235,12 +258,15 @@ class LanceTable:
             t = LanceTable.createIfNotExists(spark).location(uri).addColumns("id bigint").execute()
         """
         return LanceTableBuilder(
-            spark, BuildMode.CREATE_IF_NOT_EXISTS, storage_options=storage_options
+            arguments.active_session(spark, "LanceTable.createIfNotExists"),
+            BuildMode.CREATE_IF_NOT_EXISTS,
+            storage_options=storage_options,
         )
 
     @classmethod
+    @arguments.checked(storage_options=arguments.STRING_MAP.orNone())
     def createOrReplace(
-        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+        cls, spark: SparkSession | None = None, *, storage_options: Mapping[str, str] | None = None
     ) -> LanceTableBuilder:
         """A builder that replaces the table when it exists (one new version with the
         declared columns and no rows; history kept) and creates it when not.
@@ -250,12 +276,15 @@ class LanceTable:
             t = LanceTable.createOrReplace(spark).location(uri).addColumns(df.schema).execute()
         """
         return LanceTableBuilder(
-            spark, BuildMode.CREATE_OR_REPLACE, storage_options=storage_options
+            arguments.active_session(spark, "LanceTable.createOrReplace"),
+            BuildMode.CREATE_OR_REPLACE,
+            storage_options=storage_options,
         )
 
     @classmethod
+    @arguments.checked(storage_options=arguments.STRING_MAP.orNone())
     def replace(
-        cls, spark: SparkSession, *, storage_options: Mapping[str, str] | None = None
+        cls, spark: SparkSession | None = None, *, storage_options: Mapping[str, str] | None = None
     ) -> LanceTableBuilder:
         """A builder that replaces an existing table (:class:`TableNotFoundError` when there
         is none): one new version with the declared columns and no rows; history kept.
@@ -264,10 +293,19 @@ class LanceTable:
 
             t = LanceTable.replace(spark).tableName("pets").addColumn("id", "bigint").execute()
         """
-        return LanceTableBuilder(spark, BuildMode.REPLACE, storage_options=storage_options)
+        return LanceTableBuilder(
+            arguments.active_session(spark, "LanceTable.replace"),
+            BuildMode.REPLACE,
+            storage_options=storage_options,
+        )
 
     # --- reading ------------------------------------------------------------------------------
 
+    @arguments.checked(
+        version=arguments.VERSION.orNone(),
+        timestamp=arguments.TIMESTAMP.orNone(),
+        tag=arguments.NAME.orNone(),
+    )
     def toDF(
         self,
         *,
@@ -296,6 +334,7 @@ class LanceTable:
             reader = reader.option("tag", tag)
         return reader.load(self._root)
 
+    @arguments.checked(filter=arguments.NAME.orNone())
     def countRows(self, filter: str | None = None) -> int:
         """Number of rows (from the metadata when there is no filter; ``filter`` is Lance SQL).
 
@@ -308,6 +347,7 @@ class LanceTable:
 
     # --- row-level changes ----------------------------------------------------------------------
 
+    @arguments.checked(condition=arguments.CONDITION.orNone())
     def delete(self, condition: str | Column | None = None) -> DataFrame:
         """Delete the rows matching ``condition`` (a SQL string or a Column; None: all rows).
 
@@ -328,6 +368,7 @@ class LanceTable:
         )
         return self._one_row({"num_affected_rows": deleted}, ("num_affected_rows",))
 
+    @arguments.checked(condition=arguments.CONDITION.orNone(), set=arguments.ASSIGNMENTS.orNone())
     def update(
         self,
         condition: str | Column | None = None,
@@ -344,7 +385,7 @@ class LanceTable:
             t.update(condition="label = 'Blob'", set={"label": "'Bob'", "age": "age + 2"})
         """
         if not set:
-            raise InvalidOptionError("update() needs set={column: expression, ...}")
+            raise InvalidArgumentError("LanceTable.update() needs set={column: expression, ...}")
         updated = _dml.update_where(
             self._spark,
             uri=self._uri,
@@ -355,6 +396,7 @@ class LanceTable:
         )
         return self._one_row({"num_affected_rows": updated}, ("num_affected_rows",))
 
+    @arguments.checked(name=arguments.NAME)
     def alias(self, name: str) -> LanceTable:
         """The same table, named ``name`` in MERGE conditions and expressions.
 
@@ -366,6 +408,7 @@ class LanceTable:
         aliased._alias = name
         return aliased
 
+    @arguments.checked(source=arguments.DATAFRAME, condition=arguments.CONDITION)
     def merge(self, source: DataFrame, condition: str | Column) -> LanceMergeBuilder:
         """Start a MERGE of ``source`` into this table on ``condition``; add clauses with
         ``whenMatchedUpdate`` / ``whenMatchedUpdateAll`` / ``whenMatchedDelete`` /
@@ -392,6 +435,7 @@ class LanceTable:
 
     # --- history and restore ------------------------------------------------------------------
 
+    @arguments.checked(limit=arguments.COUNT.orNone())
     def history(self, limit: int | None = None) -> DataFrame:
         """One row per version, newest first (``limit``: only the newest ``limit`` versions).
 
@@ -405,6 +449,7 @@ class LanceTable:
         """
         return history.history(self._context, limit)
 
+    @arguments.checked(version=arguments.VERSION)
     def restoreToVersion(self, version: int) -> DataFrame:
         """Commit a new version whose content is ``version``'s; returns restore metrics.
 
@@ -416,6 +461,7 @@ class LanceTable:
         self._refresh_catalog()  # the restored columns may differ from the entry's
         return restored
 
+    @arguments.checked(timestamp=arguments.TIMESTAMP)
     def restoreToTimestamp(self, timestamp: str | datetime) -> DataFrame:
         """Restore the latest version committed at or before ``timestamp`` (no zone: UTC).
 
@@ -430,6 +476,7 @@ class LanceTable:
 
     # --- tags ---------------------------------------------------------------------------------
 
+    @arguments.checked(name=arguments.NAME, version=arguments.VERSION.orNone())
     def createTag(self, name: str, version: int | None = None) -> None:
         """Tag ``version`` (None: the current one) as ``name``; read it with ``toDF(tag=...)``.
 
@@ -440,6 +487,7 @@ class LanceTable:
         """
         history.create_tag(self._context, name, version)
 
+    @arguments.checked(name=arguments.NAME)
     def deleteTag(self, name: str) -> None:
         """Delete tag ``name`` (the version itself stays until vacuumed).
 
@@ -460,6 +508,7 @@ class LanceTable:
 
     # --- branches -----------------------------------------------------------------------------
 
+    @arguments.checked(name=arguments.NAME)
     def branch(self, name: str) -> LanceTable:
         """The same table on branch ``name`` (``"main"``: the main branch): every method of
         the returned object (``toDF``, ``merge``, ``update``, ``delete``, ``history``,
@@ -478,6 +527,9 @@ class LanceTable:
         bound._branch = None if name == MAIN_BRANCH else name
         return bound
 
+    @arguments.checked(
+        name=arguments.TEXT, version=arguments.VERSION_OR_TAG.orNone(), ifNotExists=arguments.FLAG
+    )
     def createBranch(
         self, name: str, version: int | str | None = None, *, ifNotExists: bool = False
     ) -> LanceTable:
@@ -495,6 +547,7 @@ class LanceTable:
         _branches.create_branch(self._context, name, version, if_not_exists=ifNotExists)
         return self.branch(name)
 
+    @arguments.checked(name=arguments.NAME, ifExists=arguments.FLAG)
     def deleteBranch(self, name: str, *, ifExists: bool = False) -> None:
         """Delete branch ``name``: its versions and the data files only they use. A branch
         that does not exist is an error unless ``ifExists``; so is one that another branch
@@ -527,6 +580,7 @@ class LanceTable:
         """
         return LanceOptimizeBuilder(self._context)
 
+    @arguments.checked(retentionHours=arguments.HOURS, dryRun=arguments.FLAG)
     def vacuum(self, retentionHours: float = 168, *, dryRun: bool = False) -> DataFrame:
         """Delete the files only versions older than ``retentionHours`` use, and what jobs
         that stopped (a killed driver, a killed task) left behind: data, deletion and index
@@ -550,6 +604,9 @@ class LanceTable:
 
     # --- indexes ------------------------------------------------------------------------------
 
+    @arguments.checked(
+        column=arguments.NAME, index_type=arguments.NAME, name=arguments.NAME.orNone()
+    )
     def createIndex(
         self, column: str, index_type: str, *, name: str | None = None, **params: Any
     ) -> None:
@@ -576,6 +633,7 @@ class LanceTable:
         """
         return maintenance.list_indices(self._context)
 
+    @arguments.checked(name=arguments.NAME)
     def dropIndex(self, name: str) -> None:
         """Drop the index ``name`` (a new version).
 
@@ -590,8 +648,9 @@ class LanceTable:
     def detail(self) -> DataFrame:
         """One row describing the table, as Delta's ``DESCRIBE DETAIL``: ``format``
         (``lance``), ``id`` (null: Lance tables have none), ``name`` (when opened with
-        :meth:`forName`), ``location``, ``version``, ``createdAt`` (the oldest surviving
-        version's commit time), ``lastModified``, ``partitionColumns`` (always empty),
+        :meth:`forName`), ``description`` (the table comment), ``location``, ``version``,
+        ``createdAt`` (the oldest surviving version's commit time), ``lastModified``,
+        ``partitionColumns`` (always empty),
         ``numFragments``, ``numFiles`` (data files), ``numDeletionFiles``, ``sizeInBytes`` (of
         the data files), ``numRows``, ``numDeletedRows``, ``schema``, ``indexes``, ``tags``,
         ``storageFormatVersion``, ``stableRowIds`` and ``properties``.
@@ -604,6 +663,18 @@ class LanceTable:
 
     # --- search -------------------------------------------------------------------------------
 
+    @arguments.checked(
+        vector=arguments.VECTOR.orNone(),
+        k=arguments.COUNT,
+        column=arguments.NAME.orNone(),
+        filter=arguments.NAME.orNone(),
+        nprobes=arguments.COUNT.orNone(),
+        refine_factor=arguments.COUNT.orNone(),
+        metric=arguments.NAME.orNone(),
+        text=arguments.NAME.orNone(),
+        columns=arguments.NAMES.orNone(),
+        version=arguments.VERSION_OR_TAG.orNone(),
+    )
     def search(
         self,
         vector: Sequence[float] | None = None,
@@ -653,6 +724,18 @@ class LanceTable:
         )
         return _search.search(self._context, plan)
 
+    @arguments.checked(
+        queries=arguments.DATAFRAME,
+        column=arguments.NAME.orNone(),
+        k=arguments.COUNT,
+        query_column=arguments.NAME.orNone(),
+        columns=arguments.NAMES.orNone(),
+        filter=arguments.NAME.orNone(),
+        nprobes=arguments.COUNT.orNone(),
+        refine_factor=arguments.COUNT.orNone(),
+        metric=arguments.NAME.orNone(),
+        version=arguments.VERSION_OR_TAG.orNone(),
+    )
     def nearest(
         self,
         queries: DataFrame,
@@ -708,6 +791,7 @@ class LanceTable:
 
     # --- schema changes -----------------------------------------------------------------------
 
+    @arguments.checked(old=arguments.NAME, new=arguments.NAME)
     def renameColumn(self, old: str, new: str) -> None:
         """Rename column ``old`` (a dotted path for a nested field) to ``new``: one
         metadata-only Lance version; data files are not rewritten. A table opened with
@@ -720,6 +804,7 @@ class LanceTable:
         schema.rename_column(self._context, old, new)
         self._refresh_catalog()
 
+    @arguments.checked(columns=arguments.NAME, ifExists=arguments.FLAG)
     def dropColumns(self, *columns: str, ifExists: bool = False) -> None:
         """Drop columns (metadata-only: their data stays in the files until compaction
         rewrites them). A missing column is an error unless ``ifExists``.
@@ -734,6 +819,11 @@ class LanceTable:
         if schema.drop_columns(self._context, list(names), if_exists=ifExists):
             self._refresh_catalog()
 
+    @arguments.checked(
+        column=arguments.NAME,
+        dataType=arguments.DATA_TYPE.orNone(),
+        comment=arguments.TEXT.orNone(),
+    )
     def alterColumn(
         self, column: str, *, dataType: str | DataType | None = None, comment: str | None = None
     ) -> None:
@@ -761,6 +851,7 @@ class LanceTable:
 
     # --- schema evolution ---------------------------------------------------------------------
 
+    @arguments.checked(columns=arguments.ADD_COLUMNS, on=arguments.NAME.orNone())
     def addColumns(
         self,
         columns: Mapping[str, str | Column] | DataFrame,
@@ -821,6 +912,7 @@ class LanceTable:
 
     # --- cloning ------------------------------------------------------------------------------
 
+    @arguments.checked(target=arguments.PATH, version=arguments.VERSION_OR_TAG.orNone())
     def shallowClone(self, target: str, version: int | str | None = None) -> LanceTable:
         """A new table at ``target`` referring to this one's files at ``version`` (a number
         or a tag; None: the current version). Writes to either table do not affect the other.
@@ -834,6 +926,11 @@ class LanceTable:
 
     # --- change feed --------------------------------------------------------------------------
 
+    @arguments.checked(
+        startVersion=arguments.VERSION,
+        endVersion=arguments.VERSION.orNone(),
+        key=arguments.NAMES.orNone(),
+    )
     def diff(
         self,
         startVersion: int,

@@ -23,12 +23,12 @@ from pyspark.sql.types import DataType, LongType, StructField, StructType
 
 from lance_spark import _spark
 from lance_spark._spark import quote_identifier
-from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
+from lance_spark.errors import ColumnNotFoundError, InvalidArgumentError, InvalidOptionError
 from lance_spark.source import commit as _commit
 from lance_spark.source import conflicts, dataset, row_level
 from lance_spark.source import types as _types
+from lance_spark.table import arguments, merge_pruning
 from lance_spark.table import changes as _dml
-from lance_spark.table import merge_pruning
 
 _TARGET_PRESENT = "__lance_spark_target_present"
 _SOURCE_PRESENT = "__lance_spark_source_present"
@@ -453,23 +453,32 @@ class LanceMergeBuilder:
         # Called when the MERGE added columns (LanceTable: the catalog entry's refresh).
         self._after_schema_change = after_schema_change
 
+    @arguments.checked(condition=arguments.CONDITION.orNone(), set=arguments.ASSIGNMENTS.orNone())
     def whenMatchedUpdate(
         self, condition: str | Column | None = None, set: Mapping[str, str | Column] | None = None
     ) -> LanceMergeBuilder:
         """Update matched target rows: ``set`` maps target columns to expressions over the
         target and the source (other columns keep their values)."""
         if not set:
-            raise InvalidOptionError("whenMatchedUpdate needs set={column: expression, ...}")
+            raise InvalidArgumentError(
+                "LanceMergeBuilder.whenMatchedUpdate() needs set={column: expression, ...} "
+                "(whenMatchedUpdateAll() sets every column)"
+            )
         return self._with(Clause(ClauseKind.MATCHED_UPDATE, condition, dict(set)))
 
+    @arguments.checked(condition=arguments.CONDITION.orNone())
     def whenMatchedUpdateAll(self, condition: str | Column | None = None) -> LanceMergeBuilder:
         """``UPDATE SET *``: every target column from the source column of the same name."""
         return self._with(Clause(ClauseKind.MATCHED_UPDATE, condition, None))
 
+    @arguments.checked(condition=arguments.CONDITION.orNone())
     def whenMatchedDelete(self, condition: str | Column | None = None) -> LanceMergeBuilder:
         """Delete matched target rows."""
         return self._with(Clause(ClauseKind.MATCHED_DELETE, condition, None))
 
+    @arguments.checked(
+        condition=arguments.CONDITION.orNone(), values=arguments.ASSIGNMENTS.orNone()
+    )
     def whenNotMatchedInsert(
         self,
         condition: str | Column | None = None,
@@ -478,23 +487,30 @@ class LanceMergeBuilder:
         """Insert source rows no target row matches; ``values`` maps target columns to
         expressions over the source (unnamed columns are null)."""
         if not values:
-            raise InvalidOptionError("whenNotMatchedInsert needs values={column: expression}")
+            raise InvalidArgumentError(
+                "LanceMergeBuilder.whenNotMatchedInsert() needs values={column: expression, ...} "
+                "(whenNotMatchedInsertAll() inserts every column)"
+            )
         return self._with(Clause(ClauseKind.NOT_MATCHED_INSERT, condition, dict(values)))
 
+    @arguments.checked(condition=arguments.CONDITION.orNone())
     def whenNotMatchedInsertAll(self, condition: str | Column | None = None) -> LanceMergeBuilder:
         """``INSERT *``: every target column from the source column of the same name."""
         return self._with(Clause(ClauseKind.NOT_MATCHED_INSERT, condition, None))
 
+    @arguments.checked(condition=arguments.CONDITION.orNone(), set=arguments.ASSIGNMENTS.orNone())
     def whenNotMatchedBySourceUpdate(
         self, condition: str | Column | None = None, set: Mapping[str, str | Column] | None = None
     ) -> LanceMergeBuilder:
         """Update target rows no source row matches (expressions over the target only)."""
         if not set:
-            raise InvalidOptionError(
-                "whenNotMatchedBySourceUpdate needs set={column: expression, ...}"
+            raise InvalidArgumentError(
+                "LanceMergeBuilder.whenNotMatchedBySourceUpdate() needs "
+                "set={column: expression, ...}"
             )
         return self._with(Clause(ClauseKind.BY_SOURCE_UPDATE, condition, dict(set)))
 
+    @arguments.checked(condition=arguments.CONDITION.orNone())
     def whenNotMatchedBySourceDelete(
         self, condition: str | Column | None = None
     ) -> LanceMergeBuilder:

@@ -194,3 +194,14 @@ def test_errors_are_invalid_option_errors() -> None:
                 "endingTimestamp": "2026-01-01",
             }
         )
+
+
+def test_read_change_data_is_deltas_older_name(spark: SparkSession, table_uri: str) -> None:
+    _history(spark, table_uri)
+    older = spark.read.format("lance").option("readChangeData", "true")
+    got = older.option("startingVersion", 2).load(table_uri)
+    assert got.columns == _changes(spark, table_uri, startingVersion=2).columns
+    assert _rows(got) == _rows(_changes(spark, table_uri, startingVersion=2))
+    both = older.option("readChangeFeed", "false").option("startingVersion", 2)
+    with pytest.raises(Exception, match="name the same option with different values"):
+        both.load(table_uri).collect()

@@ -52,6 +52,7 @@ def _check(row: Row, uri: str) -> None:
     assert row["storageFormatVersion"] == str(ds.data_storage_version)
     assert row["stableRowIds"] == ds.has_stable_row_ids
     assert row["properties"] == {"team": "ml"}
+    assert row["description"] is None  # no comment: see test_table_builder for one
     assert row["partitionColumns"] == []
     stamps = [v["timestamp"].astimezone(UTC) for v in ds.versions()]
     assert row["lastModified"].astimezone(UTC) == stamps[-1]

@@ -199,7 +199,9 @@ def test_search_errors_name_what_is_wrong(table, spark: SparkSession, tmp_path) 
     q = [0.0] * DIM
     with pytest.raises(InvalidOptionError, match=r"3 values.*'vec'.*8"):
         t.search([1.0, 2.0, 3.0])
-    with pytest.raises(InvalidOptionError, match="k must be a positive integer"):
+    with pytest.raises(
+        InvalidOptionError, match=r"search\(\) argument 'k' takes a positive int, not 0"
+    ):
         t.search(q, k=0)
     with pytest.raises(InvalidOptionError, match="unknown metric 'manhattan'"):
         t.search(q, metric="manhattan")

@@ -183,7 +183,9 @@ def test_vacuum_keeps_current_and_tagged(spark: SparkSession, table_uri: str) ->
     before = _data_files(table_uri)
     assert len(before) == 8
 
-    with pytest.raises(InvalidOptionError, match="retentionHours=-1"):
+    with pytest.raises(
+        InvalidOptionError, match=r"vacuum\(\) argument 'retentionHours' takes .* not -1"
+    ):
         t.vacuum(-1)
     assert t.vacuum(168).first().old_versions == 0  # nothing that old
     dry = t.vacuum(0, dryRun=True).first()

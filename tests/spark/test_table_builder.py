@@ -225,3 +225,33 @@ def test_bad_declarations_create_nothing(spark: SparkSession, table_uri: str) ->
     with pytest.raises(InvalidOptionError, match=r"needs \.location"):
         LanceTable.create(spark).addColumn("id", "int").execute()
     assert not os.path.exists(table_uri)
+
+
+def test_builders_take_the_active_session_and_detail_shows_the_comment(
+    spark: SparkSession, table_uri: str
+) -> None:
+    table = (
+        LanceTable.create()
+        .location(table_uri)
+        .addColumn("id", "bigint")
+        .comment("pets seen by the cameras")
+        .execute()
+    )
+    assert lance.dataset(table_uri).schema.names == ["id"]
+    assert table.detail().first()["description"] == "pets seen by the cameras"
+    described = spark.sql(f"DESCRIBE DETAIL lance.`{table_uri}`").first()
+    assert described is not None and described["description"] == "pets seen by the cameras"
+    assert list(described.asDict())[:5] == ["format", "id", "name", "description", "location"]
+    LanceTable.createOrReplace().location(table_uri).addColumn("id", "bigint").execute()
+    assert LanceTable.forPath(spark, table_uri).detail().first()["description"] is None
+
+
+def test_a_bad_argument_changes_nothing(spark: SparkSession, table_uri: str) -> None:
+    spark.range(3).write.format("lance").mode("append").save(table_uri)
+    spark.range(3).write.format("lance").mode("append").save(table_uri)
+    table = LanceTable.forPath(spark, table_uri)
+    with pytest.raises(TypeError, match=r"restoreToVersion\(\) argument 'version' takes"):
+        table.restoreToVersion("1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"update\(\) argument 'set' takes"):
+        table.update("id > 0", {1: "2"})  # type: ignore[dict-item]
+    assert lance.dataset(table_uri).version == 2 and lance.dataset(table_uri).count_rows() == 6

@@ -18,6 +18,7 @@ Floats compare bit-exactly in sign (-0.0) and NaN equals NaN; scalar types must 
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -655,3 +656,48 @@ def test_column_of_a_type_spark_cannot_hold_is_named_on_load(
         load("id,st")
     # The message's advice works: leave the column out.
     assert sorted(r.id for r in load("id").collect()) == [1, 2]
+
+
+_GEOMETRY_WKB = "X'0101000000000000000000F03F0000000000000040'"  # POINT(1 2)
+
+
+@pytest.mark.parametrize(
+    ("select", "column", "type_name"),
+    [
+        ("""parse_json('{"a": 1}') AS v""", "v", "variant"),
+        (f"st_geomfromwkb({_GEOMETRY_WKB}, 4326) AS g", "g", "geometry(4326)"),
+        (f"st_geogfromwkb({_GEOMETRY_WKB}) AS g", "g", "geography(4326)"),
+        ("""named_struct('x', 1, 'v', parse_json('[1]')) AS s""", "s.v", "variant"),
+        ("""array(parse_json('1')) AS a""", "a.element", "variant"),
+    ],
+)
+def test_types_that_would_read_back_changed_are_refused_before_any_file(
+    spark: SparkSession, table_uri: str, select: str, column: str, type_name: str
+) -> None:
+    frame = spark.sql(f"SELECT 1 AS id, {select}")
+    with pytest.raises(Exception, match=re.escape(f"column '{column}' has type {type_name},")):
+        frame.write.format("lance").mode("append").save(table_uri)
+    assert not Path(table_uri).exists() or not any(Path(table_uri).rglob("*.lance"))
+
+
+def test_mllib_vectors_and_matrices_are_refused_naming_the_column(
+    spark: SparkSession, table_uri: str
+) -> None:
+    from pyspark.ml.linalg import Matrices, Vectors
+
+    vectors = spark.createDataFrame([(1, Vectors.dense([1.0, 2.0]))], ["id", "features"])
+    with pytest.raises(
+        Exception, match=r"'features' has the user-defined type VectorUDT.*vector_to_array"
+    ):
+        vectors.write.format("lance").mode("append").save(table_uri)
+    matrices = spark.createDataFrame([(1, Matrices.dense(1, 1, [1.0]))], ["id", "m"])
+    with pytest.raises(Exception, match=r"'m' has the user-defined type MatrixUDT"):
+        matrices.write.format("lance").mode("append").save(table_uri)
+    assert not Path(table_uri).exists() or not any(Path(table_uri).rglob("*.lance"))
+    # What the message says to do works, and round-trips as an array.
+    from pyspark.ml.functions import vector_to_array
+
+    vectors.select("id", vector_to_array("features").alias("features")).write.format("lance").mode(
+        "append"
+    ).save(table_uri)
+    assert lance.dataset(table_uri).to_table().to_pylist() == [{"id": 1, "features": [1.0, 2.0]}]

@@ -439,3 +439,14 @@ def test_index_params(
 def test_bad_index_params(index_type: str, params: dict[str, object], fragment: str) -> None:
     with pytest.raises(InvalidOptionError, match=fragment):
         parse_index_params(index_type, params)
+
+
+def test_read_change_data_is_an_alias_of_read_change_feed() -> None:
+    opts = {"readChangeData": "true", "startingVersion": "1"}
+    assert (
+        parse_read_options(opts).change_feed
+        == parse_read_options({"readChangeFeed": "true", "startingVersion": "1"}).change_feed
+    )
+    assert parse_read_options({**opts, "readChangeFeed": "true"}).change_feed is not None
+    with pytest.raises(InvalidOptionError, match="readChangeData='true' and readChangeFeed="):
+        parse_read_options({**opts, "readChangeFeed": "false"})

@@ -26,6 +26,8 @@ final class LanceScanRule extends Rule<LogicalPlan> {
    * keeps Spark's own Python scan; Python parses the option the same way.
    */
   static final String CHANGE_FEED_OPTION = "readChangeFeed";
+  /** Delta's older name of {@link #CHANGE_FEED_OPTION} (lance_spark.source.options.ALIASES). */
+  static final String CHANGE_DATA_OPTION = "readChangeData";
 
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
@@ -48,7 +50,12 @@ final class LanceScanRule extends Rule<LogicalPlan> {
   }
 
   private static boolean isChangeFeed(DataSourceV2Relation relation) {
-    String value = relation.options().getOrDefault(CHANGE_FEED_OPTION, "false").trim();
+    return isTrue(relation.options().get(CHANGE_FEED_OPTION))
+        || isTrue(relation.options().get(CHANGE_DATA_OPTION));
+  }
+
+  private static boolean isTrue(String given) {
+    String value = given == null ? "false" : given.trim();
     return value.equalsIgnoreCase("true") || value.equals("1") || value.equalsIgnoreCase("yes");
   }
 }
