@@ -125,6 +125,14 @@ SPARK_APP_ID = "sparkappid"
 ROW_LEVEL_OPERATION = "rowleveloperation"
 ROW_LEVEL_VERSION = "rowlevelversion"
 ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
+# The catalog statement a write makes a table with, as its history entry names it (Delta's
+# names); without it a write is a WRITE. Set by the companion only.
+TABLE_OPERATION = "tableoperation"
+TABLE_OPERATIONS = (
+    "CREATE TABLE AS SELECT",
+    "REPLACE TABLE AS SELECT",
+    "CREATE OR REPLACE TABLE AS SELECT",
+)
 # Streaming writes: the id recorded with each batch (default: the query's own id).
 STREAMING_QUERY_ID = "streamingqueryid"
 CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sink
@@ -161,6 +169,7 @@ WRITE_KEYS = frozenset(
         SPARK_APP_ID,
         ROW_LEVEL_OPERATION,
         ROW_LEVEL_VERSION,
+        TABLE_OPERATION,
     }
 )
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
@@ -184,7 +193,7 @@ STREAM_READ_KEYS = frozenset(
 STREAM_WRITE_KEYS = (
     WRITE_KEYS
     - {TXN_APP_ID, TXN_VERSION, REPLACE_WHERE, OVERWRITE_SCHEMA}
-    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION}
+    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION, TABLE_OPERATION}
 ) | {
     STREAMING_QUERY_ID,
     CHECKPOINT_LOCATION,
@@ -201,6 +210,7 @@ _DISPLAY = {
     SPARK_APP_ID: "sparkAppId",
     ROW_LEVEL_OPERATION: "rowLevelOperation",
     ROW_LEVEL_VERSION: "rowLevelVersion",
+    TABLE_OPERATION: "tableOperation",
     STREAMING_QUERY_ID: "streamingQueryId",
     STARTING_VERSION: "startingVersion",
     STARTING_TIMESTAMP: "startingTimestamp",
@@ -305,6 +315,7 @@ class WriteOptions:
     # A row-level operation's change rows (DELETE / UPDATE / MERGE) and its pinned version.
     row_level_operation: str | None = None
     row_level_version: int | None = None
+    table_operation: str | None = None  # the catalog statement that writes it (None: WRITE)
     streaming_query_id: str | None = None
     # replaceWhere: the Lance SQL predicate of the rows an overwrite replaces (None: all).
     replace_where: str | None = None
@@ -486,6 +497,7 @@ def parse_write_options(
         spark_app_id=_non_empty(opts, SPARK_APP_ID),
         row_level_operation=row_level[0],
         row_level_version=row_level[1],
+        table_operation=_table_operation(opts),
         streaming_query_id=_non_empty(opts, STREAMING_QUERY_ID),
         uri=_uri(opts),
         branch=_branch(opts),
@@ -579,6 +591,18 @@ def _row_level(opts: Mapping[str, str]) -> tuple[str | None, int | None]:
             f"{', '.join(ROW_LEVEL_OPERATIONS)}"
         )
     return operation.upper(), _non_negative_int(opts, ROW_LEVEL_VERSION, 0)
+
+
+def _table_operation(opts: Mapping[str, str]) -> str | None:
+    given = _non_empty(opts, TABLE_OPERATION)
+    if given is None:
+        return None
+    operation = " ".join(given.upper().split())
+    if operation not in TABLE_OPERATIONS:
+        raise InvalidOptionError(
+            f"option tableOperation={given!r} is not one of {', '.join(TABLE_OPERATIONS)}"
+        )
+    return operation
 
 
 def _txn(opts: Mapping[str, str]) -> tuple[str | None, int | None]:

@@ -224,7 +224,9 @@ class LanceWriter(DataSourceArrowWriter):
                 found = None  # as for replaceWhere
             elif self.mode is not WriteMode.APPEND:
                 op = _commit.overwrite_op(self.target, fragments)
-            default_operation = "CREATE TABLE" if self.mode is WriteMode.CREATE else "WRITE"
+            # Delta's names: a DataFrame write is a WRITE, new table or not; the catalog's
+            # statements name themselves (tableOperation, create_empty).
+            default_operation = self.options.table_operation or "WRITE"
             info = _commit.CommitInfo(
                 operation=operation or default_operation,
                 parameters={**self._parameters(), **(parameters or {})},
@@ -554,7 +556,9 @@ def create_empty(
         if f.metadata and COMMENT_KEY in f.metadata
     }
     writer.target = with_comments(writer.target, comments)
-    writer.commit([])
+    writer.commit_results(
+        [], txn=writer._txn(), operation="REPLACE TABLE" if replace else "CREATE TABLE"
+    )
 
 
 def plan_write(

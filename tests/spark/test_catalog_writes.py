@@ -268,3 +268,53 @@ def test_partition_by_on_a_path_write_is_refused(spark: SparkSession, table_uri:
     with pytest.raises(Exception, match=r"not partitioned.*index.*replaceWhere"):
         _pets(spark).write.format("lance").partitionBy("grp").mode("append").save(table_uri)
     assert not os.path.exists(table_uri)
+
+
+def _operations(uri: str) -> list[str]:
+    """The history's operation names, oldest first, as pylance reads them."""
+    ds = lance.dataset(uri)
+    return [
+        str(
+            (ds.read_transaction(v["version"]).transaction_properties or {}).get(
+                "lance_spark.operation"
+            )
+        )
+        for v in ds.versions()
+    ]
+
+
+def test_history_names_each_kind_of_write_as_delta_does(
+    spark: SparkSession, name: str, tmp_path: object
+) -> None:
+    path = str(tmp_path) + "/path.lance"  # type: ignore[operator]
+    _pets(spark).write.format("lance").save(path)  # a new table: still a WRITE (Delta's name)
+    _pets(spark).write.format("lance").mode("overwrite").save(path)
+    assert _operations(path) == ["WRITE", "WRITE"]
+
+    uri = str(tmp_path) + "/catalog.lance"  # type: ignore[operator]
+    spark.sql(f"CREATE TABLE {name} USING lance LOCATION '{uri}' AS SELECT 1 AS id")
+    spark.sql(f"CREATE OR REPLACE TABLE {name} USING lance AS SELECT 2 AS id")
+    spark.sql(f"REPLACE TABLE {name} USING lance AS SELECT 3 AS id")
+    spark.sql(f"REPLACE TABLE {name} (id BIGINT) USING lance")
+    spark.sql(f"INSERT INTO {name} VALUES (4)")
+    assert _operations(uri) == [
+        "CREATE TABLE AS SELECT",
+        "CREATE OR REPLACE TABLE AS SELECT",
+        "REPLACE TABLE AS SELECT",
+        "REPLACE TABLE",
+        "WRITE",
+    ]
+    assert [r.operation for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()] == list(
+        reversed(_operations(uri))
+    )
+    spark.sql(f"DROP TABLE {name}")
+    spark.sql(f"CREATE TABLE {name} (id BIGINT) USING lance")
+    _pets(spark).select("id").write.mode("append").saveAsTable(name)
+    assert _operations(_location(spark, name)) == ["CREATE TABLE", "WRITE"]
+    spark.sql(f"DROP TABLE {name}")
+    _pets(spark).write.format("lance").saveAsTable(name)
+    _pets(spark).writeTo(name).createOrReplace()
+    assert _operations(_location(spark, name)) == [
+        "CREATE TABLE AS SELECT",
+        "CREATE OR REPLACE TABLE AS SELECT",
+    ]

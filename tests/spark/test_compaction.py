@@ -147,10 +147,10 @@ def test_auto_compact_option(spark: SparkSession, table_uri: str) -> None:
     auto = {"autoCompact": "true", "autoCompact.minNumFiles": "3"}
     _append(spark, table_uri, 0, 2, **auto)  # v1: 1 small fragment
     _append(spark, table_uri, 2, 2, **auto)  # v2: 2
-    assert _operations(table_uri) == ["CREATE TABLE", "WRITE"]
+    assert _operations(table_uri) == ["WRITE", "WRITE"]
     rows = _rows(table_uri)
     _append(spark, table_uri, 4, 2, **auto)  # v3: 3 small fragments -> v4 compacts them
-    assert _operations(table_uri) == ["CREATE TABLE", "WRITE", "WRITE", "OPTIMIZE"]
+    assert _operations(table_uri) == ["WRITE", "WRITE", "WRITE", "OPTIMIZE"]
     ds = lance.dataset(table_uri)
     assert len(ds.get_fragments()) == 1 and _rows(table_uri) == _rows(table_uri, 3)
     assert _rows(table_uri) == sorted([*rows, (4, "l1"), (5, "l2")])
@@ -167,7 +167,7 @@ def test_auto_compact_option(spark: SparkSession, table_uri: str) -> None:
 def test_auto_compact_off_by_default(spark: SparkSession, table_uri: str) -> None:
     for i in range(5):
         _append(spark, table_uri, i, 1, **{"autoCompact.minNumFiles": "2"})
-    assert _operations(table_uri) == ["CREATE TABLE"] + ["WRITE"] * 4
+    assert _operations(table_uri) == ["WRITE"] + ["WRITE"] * 4
     assert len(lance.dataset(table_uri).get_fragments()) == 5
 
 
@@ -208,7 +208,7 @@ def test_auto_compact_session_conf(auto_compact_session: SparkSession, table_uri
     spark = auto_compact_session
     for i in range(3):
         _append(spark, table_uri, i * 2, 2)
-    assert _operations(table_uri) == ["CREATE TABLE", "WRITE", "WRITE", "OPTIMIZE"]
+    assert _operations(table_uri) == ["WRITE", "WRITE", "WRITE", "OPTIMIZE"]
     _append(spark, table_uri, 6, 2, autoCompact="false")  # the option wins
     _append(spark, table_uri, 8, 2, autoCompact="false")
     assert _operations(table_uri)[4:] == ["WRITE", "WRITE"]

@@ -87,7 +87,7 @@ def test_time_machine_notebook_runs(tmp_path: Path) -> None:
     for version in range(1, 5):
         assert f"-> version {version}" in ingest
     history = _cell(cells, "t.history().select(")
-    assert "CREATE TABLE" in history and "batch 1: first labelling round" in history
+    assert "WRITE" in history and "batch 1: first labelling round" in history
 
     # The label distribution: no 9 in version 1, all ten digits in version 4.
     dist = _cell(cells, "dist = pd.DataFrame(")

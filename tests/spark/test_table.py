@@ -72,7 +72,7 @@ def test_for_path_for_name_is_lance_table(spark: SparkSession, table_uri: str, t
 
 
 def test_history_restore_and_foreign_versions(spark: SparkSession, table_uri: str) -> None:
-    _append(spark, table_uri, 0, 20)  # v1 CREATE TABLE
+    _append(spark, table_uri, 0, 20)  # v1 WRITE
     _frame(spark, 20, 10).write.format("lance").option("userMetadata", "second").mode(
         "append"
     ).save(table_uri)  # v2
@@ -106,7 +106,7 @@ def test_history_restore_and_foreign_versions(spark: SparkSession, table_uri: st
     ops = [r.operation for r in rows]
     assert ops == [
         "OPTIMIZE", "UNKNOWN", "DELETE", "WRITE", "OPTIMIZE", "RESTORE", "RESTORE", "RESTORE",
-        "WRITE", "WRITE", "CREATE TABLE",
+        "WRITE", "WRITE", "WRITE",
     ]  # fmt: skip
     by_version = {r.version: r for r in rows}
     assert by_version[2].userMetadata == "second" and by_version[1].userMetadata is None

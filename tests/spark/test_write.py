@@ -145,7 +145,7 @@ def test_commit_records_operation_app_and_user_metadata(
     _frame(spark).write.format("lance").mode("append").save(table_uri)
     ds = lance.dataset(table_uri)
     first = ds.read_transaction(1).transaction_properties
-    assert first["lance_spark.operation"] == "CREATE TABLE"
+    assert first["lance_spark.operation"] == "WRITE"  # Delta's name, new table or not
     assert first["lance_spark.userMetadata"] == "nightly ingest"
     assert first["lance_spark.appId"] == spark.conf.get("spark.app.id")
     assert json.loads(first["lance_spark.operationMetrics"])["numOutputRows"] == 1000
@@ -253,7 +253,7 @@ def test_data_storage_version_of_a_table_created_with_no_rows(
     assert (ds.data_storage_version, ds.count_rows(), ds.version) == (version, 0, 1)
     assert ds.schema.names == ["id", "label", "v"]
     history = lance_spark.LanceTable.forPath(spark, table_uri).history().collect()
-    assert [r.operation for r in history] == ["CREATE TABLE"]
+    assert [r.operation for r in history] == ["WRITE"]
     # Rows written later keep the table's format; an overwrite with no rows re-creates it
     # in the given one.
     _frame(spark, n=10, parts=1).write.format("lance").mode("append").save(table_uri)

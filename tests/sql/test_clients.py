@@ -625,7 +625,7 @@ def test_ddl_is_the_session_catalogs(sql_client: SqlClient, tmp_path: Path) -> N
     assert rows_as_text(results[12]) == [("0",)]
     assert not first.exists()
     # CTAS: one version; the replace: a new version of the same table (pylance).
-    assert [(r[0], r[2]) for r in rows_as_text(results[15])] == [("1", "CREATE TABLE")]
+    assert [(r[0], r[2]) for r in rows_as_text(results[15])] == [("1", "CREATE TABLE AS SELECT")]
     dataset = lance.dataset(str(ext))
     assert dataset.to_table().to_pydict() == {"key": [0, 10], "score": [None, None]}
     assert dataset.schema.field("score").metadata == {b"comment": b"model score"}

@@ -14,6 +14,8 @@ from lance_spark.source.options import (
     ROW_LEVEL_OPERATION,
     ROW_LEVEL_OPERATIONS,
     ROW_LEVEL_VERSION,
+    TABLE_OPERATION,
+    TABLE_OPERATIONS,
 )
 from lance_spark.table import procedures
 
@@ -68,3 +70,13 @@ def test_row_level_change_rows_are_the_same_on_both_sides() -> None:
     assert codes == row_level.DELTA_KINDS
     # Spark's RowLevelOperation.Command names, which the companion passes as the operation.
     assert set(ROW_LEVEL_OPERATIONS) == {"DELETE", "UPDATE", "MERGE"}
+
+
+def test_table_operations_are_the_same_on_both_sides() -> None:
+    catalog = _java("LanceSessionCatalog.java")
+    assert _constant(catalog, "TABLE_OPERATION").lower() == TABLE_OPERATION
+    named = {
+        _constant(catalog, name)
+        for name in ("CREATE_AS_SELECT", "REPLACE_AS_SELECT", "CREATE_OR_REPLACE_AS_SELECT")
+    }
+    assert named == set(TABLE_OPERATIONS)

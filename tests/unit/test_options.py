@@ -213,6 +213,7 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "autocompact.minnumfiles": "5",
         "rowleveloperation": "merge",
         "rowlevelversion": "4",
+        "tableoperation": "create table as select",
     }
     # txnAppId and txnVersion go together; so do rowLevelOperation and rowLevelVersion.
     partner = {
@@ -450,3 +451,13 @@ def test_read_change_data_is_an_alias_of_read_change_feed() -> None:
     assert parse_read_options({**opts, "readChangeFeed": "true"}).change_feed is not None
     with pytest.raises(InvalidOptionError, match="readChangeData='true' and readChangeFeed="):
         parse_read_options({**opts, "readChangeFeed": "false"})
+
+
+def test_table_operation_is_one_of_the_catalogs_statements() -> None:
+    opts = {"tableOperation": "create  or replace table as select"}
+    assert parse_write_options(opts).table_operation == "CREATE OR REPLACE TABLE AS SELECT"
+    assert parse_write_options({}).table_operation is None
+    with pytest.raises(InvalidOptionError, match="tableOperation='DROP TABLE' is not one of"):
+        parse_write_options({"tableOperation": "DROP TABLE"})
+    with pytest.raises(InvalidOptionError, match="tableOperation"):
+        parse_write_options({"tableOperation": "CREATE TABLE AS SELECT"}, streaming=True)

@@ -102,6 +102,11 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
   static final String TIMESTAMP_AS_OF = "timestampAsOf";
   static final String BRANCH = "branch";
   static final String STORAGE_PREFIX = "storage.";
+  /** The write's history name (lance_spark.source.options.TABLE_OPERATIONS, Delta's names). */
+  static final String TABLE_OPERATION = "tableOperation";
+  static final String CREATE_AS_SELECT = "CREATE TABLE AS SELECT";
+  static final String REPLACE_AS_SELECT = "REPLACE TABLE AS SELECT";
+  static final String CREATE_OR_REPLACE_AS_SELECT = "CREATE OR REPLACE TABLE AS SELECT";
 
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
@@ -197,7 +202,8 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     try {
       CatalogTable entry = entry(ident);
       Table table = fromEntry(super.loadTable(ident), ident.toString(), null, null, null);
-      return staged(ident, info, entry, table, false, () -> super.dropTable(ident));
+      return staged(ident, info, entry, table, false, CREATE_AS_SELECT,
+          () -> super.dropTable(ident));
     } catch (Exception e) {
       super.dropTable(ident);
       throw LanceSessionCatalog.<RuntimeException>rethrow(e);
@@ -209,7 +215,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
   public StagedTable stageReplace(Identifier ident, TableInfo info)
       throws NoSuchNamespaceException, NoSuchTableException {
     Table existing = super.loadTable(ident);
-    return replace(ident, info, existing);
+    return replace(ident, info, existing, REPLACE_AS_SELECT);
   }
 
   /**
@@ -226,7 +232,9 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
       existing = null;
     }
     try {
-      return existing == null ? stageCreate(ident, info) : replace(ident, info, existing);
+      return existing == null
+          ? stageCreate(ident, info)
+          : replace(ident, info, existing, CREATE_OR_REPLACE_AS_SELECT);
     } catch (TableAlreadyExistsException | NoSuchTableException e) {
       throw LanceSessionCatalog.<RuntimeException>rethrow(e);  // another session's DDL, meanwhile
     }
@@ -237,7 +245,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
    * table of another provider is dropped, then created as a Lance table (Spark's own
    * non-atomic replace: the session catalog cannot hold both).
    */
-  private StagedTable replace(Identifier ident, TableInfo info, Table existing)
+  private StagedTable replace(Identifier ident, TableInfo info, Table existing, String operation)
       throws NoSuchNamespaceException, NoSuchTableException {
     if (!isLance(info.properties())) {
       throw new IllegalArgumentException(
@@ -267,13 +275,14 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     check.set("properties", toJson(userProperties(info.properties())));
     python(entry, "check_create", check);
     Table table = fromEntry(existing, ident.toString(), null, null, null);
-    return staged(ident, info, entry, table, true, () -> {});
+    return staged(ident, info, entry, table, true, operation, () -> {});
   }
 
   private StagedTable staged(
       Identifier ident, TableInfo info, CatalogTable entry, Table table, boolean replace,
-      Runnable onAbort) {
+      String operation, Runnable onAbort) {
     Map<String, String> options = new HashMap<>(writeOptions(info.properties()));
+    options.put(TABLE_OPERATION, operation);
     if (replace) {
       options.put("overwriteSchema", "true");
     }
