@@ -46,6 +46,18 @@ from lance_spark.table.merge import LanceMergeBuilder
 
 __all__ = ["LanceOptimizeBuilder", "LanceTable", "LanceTableBuilder"]
 
+# What search() and nearest() both take.
+_SEARCH_ARGUMENTS = {
+    "k": arguments.COUNT,
+    "column": arguments.NAME.orNone(),
+    "columns": arguments.NAMES.orNone(),
+    "filter": arguments.NAME.orNone(),
+    "nprobes": arguments.COUNT.orNone(),
+    "refine_factor": arguments.COUNT.orNone(),
+    "metric": arguments.NAME.orNone(),
+    "version": arguments.VERSION_OR_TAG.orNone(),
+}
+
 
 class LanceTable:
     """A Lance table addressed by path (or catalog name), with Delta-Lake-like methods.
@@ -664,16 +676,7 @@ class LanceTable:
     # --- search -------------------------------------------------------------------------------
 
     @arguments.checked(
-        vector=arguments.VECTOR.orNone(),
-        k=arguments.COUNT,
-        column=arguments.NAME.orNone(),
-        filter=arguments.NAME.orNone(),
-        nprobes=arguments.COUNT.orNone(),
-        refine_factor=arguments.COUNT.orNone(),
-        metric=arguments.NAME.orNone(),
-        text=arguments.NAME.orNone(),
-        columns=arguments.NAMES.orNone(),
-        version=arguments.VERSION_OR_TAG.orNone(),
+        vector=arguments.VECTOR.orNone(), text=arguments.NAME.orNone(), **_SEARCH_ARGUMENTS
     )
     def search(
         self,
@@ -725,16 +728,7 @@ class LanceTable:
         return _search.search(self._context, plan)
 
     @arguments.checked(
-        queries=arguments.DATAFRAME,
-        column=arguments.NAME.orNone(),
-        k=arguments.COUNT,
-        query_column=arguments.NAME.orNone(),
-        columns=arguments.NAMES.orNone(),
-        filter=arguments.NAME.orNone(),
-        nprobes=arguments.COUNT.orNone(),
-        refine_factor=arguments.COUNT.orNone(),
-        metric=arguments.NAME.orNone(),
-        version=arguments.VERSION_OR_TAG.orNone(),
+        queries=arguments.DATAFRAME, query_column=arguments.NAME.orNone(), **_SEARCH_ARGUMENTS
     )
     def nearest(
         self,
