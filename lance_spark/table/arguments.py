@@ -16,7 +16,7 @@ import inspect
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -140,6 +140,8 @@ VECTOR = Kind(
     _is_vector,
     " (one dimension; every element an int or a float)",
 )
+# collections.abc.Callable as a type: isinstance() holds for every callable.
+PROGRESS = Kind("True, False or a function taking a JobProgress", (bool, cast(type, Callable)))
 DATA_TYPE = Kind("a Spark SQL type name (a string) or a DataType", (str, DataType))
 COLUMNS = Kind(
     "a StructType, a list of StructField or a DDL string such as 'id bigint, label string'",
@@ -189,15 +191,6 @@ def checked(**kinds: Kind) -> Callable[[F], F]:
         return run  # type: ignore[return-value]
 
     return decorate
-
-
-def progress(method: str, value: Any) -> None:
-    """``progress``: True, False or a callable."""
-    if not isinstance(value, bool) and not callable(value):
-        raise ArgumentTypeError(
-            f"{method}() argument 'progress' takes True, False or a callable taking a "
-            f"JobProgress, not {value!r} (a {type(value).__name__})"
-        )
 
 
 def active_session(spark: Any, method: str) -> Any:

@@ -179,6 +179,7 @@ class LanceTable:
         options=arguments.STRING_MAP.orNone(),
         parquetOptions=arguments.STRING_MAP.orNone(),
         storage_options=arguments.STRING_MAP.orNone(),
+        progress=arguments.PROGRESS,
     )
     def convertToLance(
         cls,
