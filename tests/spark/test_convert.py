@@ -204,7 +204,7 @@ def test_convert_refuses_bad_sources_and_targets(
         LanceTable.convertToLance(spark, parquet_dir, table_uri, mode="everything")
     with pytest.raises(InvalidOptionError, match="in or around the Parquet data"):
         LanceTable.convertToLance(spark, parquet_dir, parquet_dir + "/x.lance", progress=False)
-    with pytest.raises(InvalidOptionError, match="progress"):
+    with pytest.raises(TypeError, match="argument 'progress' takes True, False or a function"):
         LanceTable.convertToLance(spark, parquet_dir, table_uri, progress="yes")  # type: ignore[arg-type]
     assert not os.path.exists(table_uri)
 
