@@ -27,7 +27,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import FloatType, IntegerType, StructField, StructType
+from pyspark.sql.types import FloatType, IntegerType, StructField, StructType, UserDefinedType
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
@@ -38,6 +38,7 @@ from lance_spark.source.types import (
     arrow_read_schema,
     conform_read_batch,
     spark_schema_from_arrow,
+    stored_udt,
 )
 
 DISTANCE_COLUMN = "_distance"
@@ -263,8 +264,19 @@ def search_batches(plan: SearchPlan) -> Iterator[pa.RecordBatch]:
 
 def search_rows(plan: SearchPlan) -> Iterator[tuple[Any, ...]]:
     """The same as :func:`search_batches`, one tuple per row (for the SQL function)."""
+    # A user-defined type's values as the UDT's objects (a row gives Spark objects, not the
+    # structs they are stored as).
+    udts = {
+        i: f.dataType
+        for i, f in enumerate(plan.spark_schema.fields)
+        if isinstance(f.dataType, UserDefinedType)
+    }
     for batch in search_batches(plan):
         columns = [c.to_pylist() for c in batch.columns]
+        for i, udt in udts.items():
+            columns[i] = [
+                None if v is None else udt.deserialize(tuple(v.values())) for v in columns[i]
+            ]
         yield from zip(*columns, strict=True)
 
 
@@ -440,6 +452,13 @@ def _returned_columns(
 def _result_schema(ds: lance.LanceDataset, columns: Sequence[str], score: str) -> pa.Schema:
     fields = [ds.schema.field(name) for name in columns]
     read = arrow_read_schema(pa.schema(fields))
+    # An MLlib vector column keeps its metadata: spark_schema reads it back as the UDT.
+    read = pa.schema(
+        [
+            r.with_metadata(f.metadata) if stored_udt(f) else r
+            for r, f in zip(read, fields, strict=True)
+        ]
+    )
     return read.append(pa.field(score, pa.float32()))
 
 

@@ -80,9 +80,11 @@ Write (batches Spark hands to ``DataSourceArrowWriter.write(iterator)``): exactl
   DayTimeIntervalType -> ``duration[us]``; TIME(p) (only with the conf on) -> ``time64[ns]``
   with field metadata ``SPARK::time::precision``. YearMonthIntervalType never reaches the
   writer: pyarrow cannot wrap Arrow's ``interval_months`` (``KeyError: 21`` in the worker).
-* VariantType, GeometryType, GeographyType and user-defined types (MLlib's ``VectorUDT``,
-  ``MatrixUDT``) reach the writer as other types (binary encodings, structs): a write of them
-  is refused naming the column (:func:`check_writable`), since they would read back changed.
+* VariantType, GeometryType, GeographyType and user-defined types reach the writer as other
+  types (binary encodings, structs): a write of them is refused naming the column
+  (:func:`check_writable`), since they would read back changed; MLlib's vectors and matrices
+  as top-level columns excepted (:data:`ROUND_TRIP_UDTS`: their struct, with the UDT's class
+  in the Lance field metadata, read back as the UDT).
 * ArrayType -> ``list<element: ...>``, MapType -> ``map<key, value>`` (``entries`` struct),
   StructType -> ``struct``; nullability follows the Spark schema (literals are non-null);
   column names keep their case.
@@ -94,6 +96,7 @@ wrongly (drops values), so list views are rebuilt by hand here.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow as pa
@@ -246,6 +249,11 @@ def estimated_width(t: pa.DataType) -> int:
 
 
 def _spark_field(field: pa.Field, path: str) -> StructField:
+    udt = stored_udt(field)
+    if udt is not None:
+        module, name = udt.rsplit(".", 1)
+        udt_class = getattr(importlib.import_module(module), name)
+        return StructField(field.name, udt_class(), field.nullable)
     return StructField(field.name, _spark_type(field.type, path), field.nullable)
 
 
@@ -308,6 +316,7 @@ def _to_read_array(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
     if _spark_accepts(arr.type, dst):
         return arr
     arr = _without_list_views(arr)
+    arr = _fill_under_null_parents(arr, dst)
     try:
         # pyarrow's truncating cast (allow_time_truncate) rounds toward zero, so -1 ns would
         # read as 0 us: floor timestamp[ns] to [us] and date64 to date32 first (the same
@@ -318,6 +327,39 @@ def _to_read_array(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
         raise UnsupportedTypeError(
             f"column {path!r}: cannot convert Arrow {arr.type} values to {dst} for Spark: {e}"
         ) from e
+
+
+def _fill_under_null_parents(arr: pa.Array, dst: pa.DataType) -> pa.Array:
+    """A struct whose non-nullable child (in ``dst``) is null only where the struct itself is
+    null (an MLlib vector column's ``type`` in a row without a vector) with those child slots
+    set to zero, which Arrow's cast to the non-nullable child requires; other arrays as they
+    are."""
+    if not (pa.types.is_struct(arr.type) and pa.types.is_struct(dst) and arr.null_count):
+        return arr
+    struct: pa.StructArray = arr
+    children = [struct.field(i) for i in range(arr.type.num_fields)]
+    filled = False
+    for i, child in enumerate(children):
+        index = dst.get_field_index(arr.type.field(i).name)
+        if index < 0 or dst.field(index).nullable or not child.null_count:
+            continue
+        if pc.any(pc.and_(child.is_null(), struct.is_valid())).as_py():
+            return arr  # a null child in a present struct: the cast reports it
+        children[i] = pc.fill_null(child, _zero(child.type))
+        filled = True
+    if not filled:
+        return arr
+    return pa.StructArray.from_arrays(children, fields=list(arr.type), mask=struct.is_null())
+
+
+def _zero(t: pa.DataType) -> pa.Scalar:
+    if pa.types.is_boolean(t):
+        return pa.scalar(False, t)
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return pa.scalar(0, t)
+    if _is_list_like(t):
+        return pa.scalar([], t)
+    return pa.scalar(None, t)  # leaves the nulls: the cast reports them
 
 
 def _needs_flooring(t: pa.DataType) -> bool:
@@ -376,6 +418,71 @@ _NOT_WRITABLE: dict[type[DataType], str] = {
     GeometryType: "write its WKB (st_asbinary(col)) and SRID as columns of their own",
     GeographyType: "write its WKB (st_asbinary(col)) as a column of its own",
 }
+# MLlib's vectors and matrices round-trip as top-level columns: stored as their SQL type (a
+# struct, which pylance reads as such) with the UDT's Python class in the Lance field
+# metadata, and read back as that UDT. Only these classes are ever instantiated from metadata.
+UDT_METADATA_KEY = b"lance_spark.udt"
+ROUND_TRIP_UDTS = frozenset(
+    {
+        "pyspark.ml.linalg.VectorUDT",
+        "pyspark.ml.linalg.MatrixUDT",
+        "pyspark.mllib.linalg.VectorUDT",
+        "pyspark.mllib.linalg.MatrixUDT",
+    }
+)
+
+
+def udt_name(data_type: DataType) -> str | None:
+    """The class of a user-defined type that round-trips (:data:`ROUND_TRIP_UDTS`), or None."""
+    if not isinstance(data_type, UserDefinedType):
+        return None
+    name = f"{type(data_type).__module__}.{type(data_type).__name__}"
+    return name if name in ROUND_TRIP_UDTS else None
+
+
+def stored_udt(field: pa.Field) -> str | None:
+    """The round-tripping user-defined type a Lance column is stored as, or None."""
+    name = (field.metadata or {}).get(UDT_METADATA_KEY)
+    if name is None:
+        return None
+    text = name.decode("utf-8", errors="replace")
+    return text if text in ROUND_TRIP_UDTS else None
+
+
+def with_udts(schema: pa.Schema, spark_schema: StructType) -> pa.Schema:
+    """``schema`` with the Lance field metadata of ``spark_schema``'s user-defined type columns
+    (matched by name, case-insensitively)."""
+    udts = {f.name.lower(): udt_name(f.dataType) for f in spark_schema.fields}
+    fields = []
+    for f in schema:
+        name = udts.get(f.name.lower())
+        if name is not None:
+            f = f.with_metadata({**(f.metadata or {}), UDT_METADATA_KEY: name.encode()})
+        fields.append(f)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def check_same_udts(spark_schema: StructType, table: pa.Schema) -> None:
+    """A write into existing columns keeps their user-defined types: a vector column takes
+    vectors only, and a struct column no vectors (:class:`SchemaMismatchError` naming it)."""
+    stored = {f.name.lower(): stored_udt(f) for f in table}
+    for field in spark_schema.fields:
+        key = field.name.lower()
+        if key in stored and stored[key] != udt_name(field.dataType):
+            has = (
+                stored[key]
+                or f"a plain {_spark_type(table.field(_name_in(table, key)).type, field.name).simpleString()}"
+            )
+            gets = udt_name(field.dataType) or field.dataType.simpleString()
+            raise SchemaMismatchError(
+                f"column {field.name!r} of the table holds {has}; the write gives it {gets}"
+            )
+
+
+def _name_in(schema: pa.Schema, lowered: str) -> str:
+    return str(next(n for n in schema.names if n.lower() == lowered))
+
+
 _UDT_HINTS = {
     "VectorUDT": "write it as an array of doubles (pyspark.ml.functions.vector_to_array(col))",
     "MatrixUDT": "write its values as an array of doubles and its shape as columns",
@@ -384,18 +491,24 @@ _UDT_HINTS = {
 
 def check_writable(schema: StructType) -> None:
     """Refuse, naming the column (dotted path when nested), the Spark types that would not read
-    back as themselves: :class:`UnsupportedTypeError` before anything is written."""
+    back as themselves: :class:`UnsupportedTypeError` before anything is written. MLlib's
+    vectors and matrices are writable as top-level columns (:data:`ROUND_TRIP_UDTS`)."""
     for field in schema.fields:
+        if udt_name(field.dataType) is not None:
+            continue
         _check_writable(field.dataType, field.name)
 
 
 def _check_writable(data_type: DataType, path: str) -> None:
     if isinstance(data_type, UserDefinedType):
         name = type(data_type).__name__
+        top = udt_name(data_type) is not None
         hint = _UDT_HINTS.get(name, f"write its SQL type ({data_type.sqlType().simpleString()})")
         raise UnsupportedTypeError(
             f"column {path!r} has the user-defined type {name}, which a Lance table would give "
-            f"back as a plain {data_type.sqlType().simpleString()}: {hint}"
+            f"back as a plain {data_type.sqlType().simpleString()}"
+            + (" inside another type (it round-trips as a column of its own)" if top else "")
+            + f": {hint}"
         )
     for kind, hint in _NOT_WRITABLE.items():
         if isinstance(data_type, kind):

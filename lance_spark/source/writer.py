@@ -609,11 +609,14 @@ def _plan(
             "needs mode('overwrite'), and this write appends"
         )
     latest = dataset.latest_or_none(uri, storage=storage)
+    if latest is not None and not (overwrite and options.overwrite_schema):
+        _types.check_same_udts(spark_schema, latest.schema)
     if latest is not None and overwrite and not options.overwrite_schema:
         return _plan_overwrite(uri, latest, incoming, vector_sizes, options, app_id)
     if latest is not None and not overwrite:
         table = latest.schema
         target = _types.reconcile_write_schema(incoming, table, merge_schema=options.merge_schema)
+        target = _types.with_udts(target, spark_schema)  # new columns (mergeSchema) keep theirs
         new_columns = [n for n in target.names if n not in table.names]
         mode = WriteMode.APPEND
         if new_columns:
@@ -627,6 +630,7 @@ def _plan(
     target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
     if nullable_columns:
         target = _types.nullable_schema(target)
+    target = _types.with_udts(target, spark_schema)
     if latest is None:
         return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
     return LanceWriter(uri, WriteMode.OVERWRITE, int(latest.version), target, options, app_id)

@@ -347,3 +347,30 @@ def test_pylance_sees_the_same_search(table) -> None:  # type: ignore[no-untyped
         disable_scoring_autoprojection=True,
     )
     assert [r["id"] for r in t.search(q, k=5).collect()] == direct.column("id").to_pylist()
+
+
+def test_mllib_vector_columns_come_back_as_vectors(spark: SparkSession, table_uri: str) -> None:
+    from pyspark.ml.linalg import Vectors, VectorUDT
+    from pyspark.sql.types import ArrayType, FloatType, LongType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("id", LongType()),
+            StructField("emb", ArrayType(FloatType())),
+            StructField("features", VectorUDT()),
+        ]
+    )
+    rows = [(i, [float(i), 1.0], Vectors.dense([i, 2.0]) if i % 2 else None) for i in range(6)]
+    spark.createDataFrame(rows, schema).write.format("lance").option(
+        "emb.arrow.fixed-size-list.size", 2
+    ).mode("append").save(table_uri)
+    t = LanceTable.forPath(spark, table_uri)
+    found = t.search([3.0, 1.0], k=2, column="emb").collect()
+    assert [(r.id, r.features) for r in found] == [(3, Vectors.dense([3.0, 2.0])), (2, None)]
+    by_sql = spark.sql(
+        f"SELECT id, features FROM lance_search('{table_uri}', array(1.0, 1.0), 1, 'emb')"
+    ).collect()
+    assert [(r.id, r.features) for r in by_sql] == [(1, Vectors.dense([1.0, 2.0]))]
+    queries = spark.createDataFrame([(0, [5.0, 1.0])], "q int, qvec array<float>")
+    pairs = t.nearest(queries, column="emb", k=1, query_column="qvec", columns=["id", "features"])
+    assert [(r.id, r.features) for r in pairs.collect()] == [(5, Vectors.dense([5.0, 2.0]))]

@@ -54,6 +54,8 @@ from pyspark.sql.types import (
     TimeType,
 )
 
+from lance_spark import LanceTable
+
 pytestmark = pytest.mark.spark
 
 EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
@@ -680,24 +682,54 @@ def test_types_that_would_read_back_changed_are_refused_before_any_file(
     assert not Path(table_uri).exists() or not any(Path(table_uri).rglob("*.lance"))
 
 
-def test_mllib_vectors_and_matrices_are_refused_naming_the_column(
+def test_mllib_vectors_and_matrices_round_trip(spark: SparkSession, table_uri: str) -> None:
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.ml.linalg import Matrices, MatrixUDT, Vectors, VectorUDT
+    from pyspark.mllib.linalg import Vectors as OldVectors
+    from pyspark.mllib.linalg import VectorUDT as OldVectorUDT
+
+    rows = [
+        (1, Vectors.dense([1.0, 2.0]), Matrices.dense(2, 1, [1.0, 2.0]), OldVectors.dense([7.0])),
+        (2, Vectors.sparse(3, [1], [5.0]), Matrices.dense(1, 1, [3.0]), None),
+        (3, None, None, OldVectors.sparse(2, [0], [1.0])),
+    ]
+    frame = spark.createDataFrame(rows, ["id", "features", "m", "old"])
+    frame.write.format("lance").mode("append").save(table_uri)
+    back = spark.read.format("lance").load(table_uri)
+    assert isinstance(back.schema["features"].dataType, VectorUDT)
+    assert isinstance(back.schema["m"].dataType, MatrixUDT)
+    assert isinstance(back.schema["old"].dataType, OldVectorUDT)
+    assert sorted(back.collect(), key=lambda r: r.id) == sorted(frame.collect(), key=lambda r: r.id)
+    present = back.where("features IS NOT NULL")  # vector_to_array refuses null (Spark's)
+    arrays = present.select("id", vector_to_array("features").alias("a")).orderBy("id").collect()
+    assert [r.a for r in arrays] == [[1.0, 2.0], [0.0, 5.0, 0.0]]
+    # pylance reads the SQL type MLlib stores a vector as.
+    stored = {r["id"]: r["features"] for r in lance.dataset(table_uri).to_table().to_pylist()}
+    assert stored[1] == {"type": 1, "size": None, "indices": None, "values": [1.0, 2.0]}
+    assert stored[2] == {"type": 0, "size": 3, "indices": [1], "values": [5.0]}
+    # Appends and row-level changes keep the type; a plain struct is not a vector.
+    frame.where("id = 1").write.format("lance").mode("append").save(table_uri)
+    assert spark.read.format("lance").load(table_uri).where("id = 1").count() == 2
+    LanceTable.forPath(spark, table_uri).update("id = 2", {"id": "20"})
+    spark.sql(f"UPDATE lance.`{table_uri}` SET id = 30 WHERE id = 3")
+    changed = spark.read.format("lance").load(table_uri).where("id IN (20, 30)").orderBy("id")
+    assert [(r.id, r.features) for r in changed.collect()] == [(20, rows[1][1]), (30, None)]
+    plain = frame.select("id", F.struct(F.lit(1).cast("tinyint").alias("type")).alias("features"))
+    with pytest.raises(
+        Exception, match=r"column 'features' of the table holds pyspark\.ml\.linalg\.VectorUDT"
+    ):
+        plain.write.format("lance").mode("append").save(table_uri)
+
+
+def test_a_vector_inside_another_type_is_refused_naming_the_column(
     spark: SparkSession, table_uri: str
 ) -> None:
-    from pyspark.ml.linalg import Matrices, Vectors
+    from pyspark.ml.linalg import Vectors
 
     vectors = spark.createDataFrame([(1, Vectors.dense([1.0, 2.0]))], ["id", "features"])
+    nested = vectors.select("id", F.array("features").alias("many"))
     with pytest.raises(
-        Exception, match=r"'features' has the user-defined type VectorUDT.*vector_to_array"
+        Exception, match=r"'many\.element' has the user-defined type VectorUDT.*inside"
     ):
-        vectors.write.format("lance").mode("append").save(table_uri)
-    matrices = spark.createDataFrame([(1, Matrices.dense(1, 1, [1.0]))], ["id", "m"])
-    with pytest.raises(Exception, match=r"'m' has the user-defined type MatrixUDT"):
-        matrices.write.format("lance").mode("append").save(table_uri)
+        nested.write.format("lance").mode("append").save(table_uri)
     assert not Path(table_uri).exists() or not any(Path(table_uri).rglob("*.lance"))
-    # What the message says to do works, and round-trips as an array.
-    from pyspark.ml.functions import vector_to_array
-
-    vectors.select("id", vector_to_array("features").alias("features")).write.format("lance").mode(
-        "append"
-    ).save(table_uri)
-    assert lance.dataset(table_uri).to_table().to_pylist() == [{"id": 1, "features": [1.0, 2.0]}]

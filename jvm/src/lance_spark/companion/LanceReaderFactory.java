@@ -30,8 +30,13 @@ import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.execution.python.ArrowPythonRunner;
 import org.apache.spark.sql.execution.python.ArrowPythonRunner$;
 import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataType$;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.UserDefinedType;
 import org.apache.spark.sql.util.ArrowUtils$;
 import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -60,6 +65,9 @@ final class LanceReaderFactory implements PartitionReaderFactory {
   private final UserDefinedPythonDataSource source;
   private final byte[] readFunction;
   private final StructType schema;
+  // The schema as the Python reader's Arrow batches carry it: a user-defined type (MLlib's
+  // vectors) as its SQL type, which Spark's columnar rows read the UDT's values from.
+  private final StructType stored;
   private final Option<String> jobArtifactUUID;
   private final Option<String> sessionUUID;
   private final long limit;
@@ -75,9 +83,33 @@ final class LanceReaderFactory implements PartitionReaderFactory {
     this.source = source;
     this.readFunction = readFunction;
     this.schema = schema;
+    this.stored = (StructType) sqlTypes(schema);
     this.jobArtifactUUID = jobArtifactUUID;
     this.sessionUUID = sessionUUID;
     this.limit = limit;
+  }
+
+  /** {@code type} with every user-defined type replaced by its SQL type. */
+  static DataType sqlTypes(DataType type) {
+    if (type instanceof UserDefinedType<?> udt) {
+      return sqlTypes(udt.sqlType());
+    }
+    if (type instanceof StructType struct) {
+      StructField[] fields = struct.fields().clone();
+      for (int i = 0; i < fields.length; i++) {
+        StructField f = fields[i];
+        fields[i] = new StructField(f.name(), sqlTypes(f.dataType()), f.nullable(), f.metadata());
+      }
+      return new StructType(fields);
+    }
+    if (type instanceof ArrayType array) {
+      return new ArrayType(sqlTypes(array.elementType()), array.containsNull());
+    }
+    if (type instanceof MapType map) {
+      return new MapType(
+          sqlTypes(map.keyType()), sqlTypes(map.valueType()), map.valueContainsNull());
+    }
+    return type;
   }
 
   @Override
@@ -190,7 +222,7 @@ final class LanceReaderFactory implements PartitionReaderFactory {
       }
       ColumnarBatch batch = output.next();
       ColumnVector struct = batch.column(0);
-      if (validate && !DataType$.MODULE$.equalsIgnoreCompatibleNullability(struct.dataType(), schema)) {
+      if (validate && !DataType$.MODULE$.equalsIgnoreCompatibleNullability(struct.dataType(), stored)) {
         throw new IllegalStateException(
             "lance_spark companion: the Python reader returned "
                 + struct.dataType().simpleString()
