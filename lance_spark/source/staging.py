@@ -525,7 +525,7 @@ def _referenced_in(
     version>-<n>``, and only versions after its read version (of any branch: a branch's
     versions are numbered on from its parent's) can hold it."""
     options = dict(storage) or None
-    here = _root_key(table_uri, storage=storage)
+    here = location_key(table_uri, storage=storage)
     pending = set(wanted)
     for line in lines:
         try:
@@ -551,9 +551,9 @@ def _files_at(
     ds: lance.LanceDataset, line: str, root: str, *, storage: Mapping[str, str]
 ) -> set[str]:
     """The data and deletion files of version ``ds`` (of the branch at ``line``) that are
-    stored under ``root`` (a :func:`_root_key`), relative to it."""
-    bases = {int(i): _root_key(str(b.path), storage=storage) for i, b in ds.base_paths().items()}
-    own = _root_key(line, storage=storage)
+    stored under ``root`` (a :func:`location_key`), relative to it."""
+    bases = {int(i): location_key(str(b.path), storage=storage) for i, b in ds.base_paths().items()}
+    own = location_key(line, storage=storage)
     files: set[str] = set()
     for fragment in ds.get_fragments():
         meta = fragment.metadata
@@ -568,7 +568,7 @@ def _files_at(
     return files
 
 
-def _root_key(uri: str, *, storage: Mapping[str, str]) -> str:
+def location_key(uri: str, *, storage: Mapping[str, str]) -> str:
     """A location, comparable whatever its spelling (``file://``, a symlink, a trailing /)."""
     fs, path = table_fs(uri, storage)
     return os.path.realpath(path) if is_local(fs) else path.rstrip("/")

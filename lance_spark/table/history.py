@@ -172,24 +172,6 @@ def list_tags(table: TableContext) -> DataFrame:
     return table.spark.createDataFrame(rows, TAGS_SCHEMA)
 
 
-def shallow_clone(table: TableContext, target: str, version: int | str | None) -> None:
-    """Clone ``table`` at ``version`` (a number, a tag, None: current) into ``target``,
-    which must hold no Lance table."""
-    ds = table.open()
-    reference: int | str
-    if isinstance(version, str):
-        # names the known tags
-        resolve_version(ds, TimeTravel(tag=version), uri=table.uri, branch=table.branch)
-        reference = version
-    else:
-        reference = resolve_version(
-            ds, TimeTravel(version=None if version is None else int(version)), uri=table.uri
-        )
-    if TableContext(table.spark, target, table.storage).exists():
-        raise InvalidOptionError(f"cannot clone into {target!r}: a Lance table exists there")
-    ds.shallow_clone(target, reference, storage_options=dict(table.storage) or None)
-
-
 def describe_version(
     ds: lance.LanceDataset, version: int
 ) -> tuple[str, dict[str, str], dict[str, str], str | None, str | None]:

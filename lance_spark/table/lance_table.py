@@ -36,6 +36,7 @@ from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import arguments, history, maintenance, schema
 from lance_spark.table import branches as _branches
 from lance_spark.table import changes as _dml
+from lance_spark.table import clone as _clone
 from lance_spark.table import detail as _detail
 from lance_spark.table import search as _search
 from lance_spark.table.builder import BuildMode, LanceTableBuilder
@@ -907,16 +908,28 @@ class LanceTable:
 
     # --- cloning ------------------------------------------------------------------------------
 
-    @arguments.checked(target=arguments.PATH, version=arguments.VERSION_OR_TAG.orNone())
-    def shallowClone(self, target: str, version: int | str | None = None) -> LanceTable:
-        """A new table at ``target`` referring to this one's files at ``version`` (a number
-        or a tag; None: the current version). Writes to either table do not affect the other.
+    @arguments.checked(
+        target=arguments.PATH,
+        version=arguments.VERSION_OR_TAG.orNone(),
+        replace=arguments.FLAG,
+    )
+    def shallowClone(
+        self, target: str, version: int | str | None = None, *, replace: bool = False
+    ) -> LanceTable:
+        """A table at ``target`` referring to this one's files at ``version`` (a number or a
+        tag; None: the current version). Writes to either table do not affect the other.
+
+        A Lance table already at ``target`` is an error, unless ``replace``: then the clone
+        becomes its next version (its history stays, as with Delta's ``replace=True``); its
+        indexes go, and fragments of this table with deleted rows are copied rather than
+        referred to.
 
         Example::
 
             clone = t.shallowClone("/tmp/experiments/pets.lance", version=1)
+            t.shallowClone("/tmp/experiments/pets.lance", replace=True)  # now the latest
         """
-        history.shallow_clone(self._context, target, version)
+        _clone.shallow_clone(self._context, target, version, replace=replace)
         return LanceTable(self._spark, target, self._storage)
 
     # --- change feed --------------------------------------------------------------------------

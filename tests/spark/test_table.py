@@ -256,10 +256,90 @@ def test_shallow_clone_is_independent(spark: SparkSession, tmp_path) -> None:
     assert _ids(clone.uri) == list(range(10))
     latest = t.shallowClone(str(tmp_path / "latest.lance"))
     assert sorted(r.id for r in latest.toDF().collect()) == list(range(20))
-    with pytest.raises(InvalidOptionError, match="exists"):
+    with pytest.raises(InvalidOptionError, match=r"exists.*replace=True"):
         t.shallowClone(clone.uri)
 
     _append(spark, clone.uri, 100, 5)
     assert _ids(clone.uri) == [*range(10), *range(100, 105)]
     assert lance.dataset(source).version == 2 and _ids(source) == list(range(20))
     assert _ids(source, 1) == list(range(10))
+
+
+def _rows(uri: str, version: int | None = None) -> list[tuple[object, ...]]:
+    table = lance.dataset(uri, version=version).to_table()
+    return sorted(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
+
+
+def test_shallow_clone_replace_keeps_the_target_history(spark: SparkSession, tmp_path) -> None:
+    """Delta's ``replace=True``: the clone is the target's next version; the target's earlier
+    versions stay readable, and both tables change independently afterwards."""
+    third = str(tmp_path / "third.lance")
+    _append(spark, third, 0, 10)
+    # The source is a clone itself (its first files are the third table's), has deleted rows
+    # in one fragment and an index.
+    source = LanceTable.forPath(spark, third).shallowClone(str(tmp_path / "source.lance"))
+    _append(spark, source.uri, 10, 10)
+    source.delete("id IN (3, 14)")
+    source.createIndex("id", "BTREE")
+    target_uri = str(tmp_path / "target.lance")
+    spark.createDataFrame([(1.5, "x")], "w double, s string").write.format("lance").mode(
+        "append"
+    ).save(target_uri)
+    LanceTable.forPath(spark, target_uri).createIndex("w", "BTREE")
+    before = lance.dataset(target_uri).version
+    expected = _rows(source.uri)
+
+    with pytest.raises(InvalidOptionError, match=r"exists.*replace=True"):
+        source.shallowClone(target_uri)
+    assert lance.dataset(target_uri).version == before
+    target = source.shallowClone(target_uri, replace=True)
+
+    ds = lance.dataset(target_uri)
+    assert _rows(target_uri) == expected and ds.schema == lance.dataset(source.uri).schema
+    frame = target.toDF()
+    assert sorted(tuple(r) for r in frame.collect()) == expected
+    assert frame.columns == ["id", "label"] and frame.where("id = 14").count() == 0
+    assert ds.describe_indices() == []  # the target's index went with its rows
+    history = target.history().orderBy("version").collect()
+    assert [r.operation for r in history[-2:]] == ["ADD BASE PATHS", "CLONE"]
+    params = history[-1].operationParameters
+    assert params["sourceVersion"] == str(lance.dataset(source.uri).version)
+    assert params["isShallow"] == "true" and "source.lance" in params["source"]
+    metrics = history[-1].operationMetrics
+    assert int(metrics["numOutputRows"]) == len(expected)
+    # the two fragments with a deleted row are copied (their 8 live rows), the two others
+    # referred to
+    assert (metrics["numCopiedRows"], metrics["numReferencedFiles"]) == ("8", "2")
+    assert _rows(target_uri, before) == [(1.5, "x")]  # the target's history stays readable
+
+    # Replacing again (an older version) registers no base anew: one version.
+    latest = ds.version
+    source.shallowClone(target_uri, version=1, replace=True)
+    assert lance.dataset(target_uri).version == latest + 1
+    assert _rows(target_uri) == _rows(source.uri, 1)
+    source.shallowClone(target_uri, replace=True)
+
+    # Independent afterwards, and vacuuming the target removes none of the source's files.
+    _append(spark, target_uri, 100, 2)
+    target.delete("id = 0")
+    source.delete("id = 1")
+    assert _ids(target_uri) == sorted([*(r[0] for r in expected if r[0] != 0), 100, 101])
+    assert _ids(source.uri) == [i for i in (r[0] for r in expected) if i != 1]
+    target.vacuum(0)
+    assert _ids(source.uri) == [i for i in (r[0] for r in expected) if i != 1]
+    assert _ids(third) == list(range(10))
+    assert _ids(target_uri) == sorted([*(r[0] for r in expected if r[0] != 0), 100, 101])
+    assert target.toDF().count() == len(expected) + 1
+
+    with pytest.raises(InvalidOptionError, match=r"target=.*the table itself"):
+        source.shallowClone(source.uri, replace=True)
+    other_format = str(tmp_path / "legacy.lance")
+    version = lance.dataset(source.uri).data_storage_version
+    lance.write_dataset(
+        pa.table({"id": [1]}),
+        other_format,
+        data_storage_version="2.0" if version != "2.0" else "2.1",
+    )
+    with pytest.raises(InvalidOptionError, match=rf"file format 2\.\d.*stored in {version}"):
+        source.shallowClone(other_format, replace=True)
+    assert lance.dataset(other_format).version == 1

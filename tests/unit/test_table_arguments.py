@@ -163,6 +163,7 @@ CASES: list[tuple[str, str, Callable[[Any], Any], Any, type[Exception]]] = [
     ("addColumns", "on", lambda v: _table().addColumns({"c": "1"}, on=v), 1, T),
     ("shallowClone", "target", lambda v: _table().shallowClone(v), 10, T),
     ("shallowClone", "version", lambda v: _table().shallowClone("/c", version=v), 1.5, T),
+    ("shallowClone", "replace", lambda v: _table().shallowClone("/c", replace=v), "yes", T),
     ("diff", "startVersion", lambda v: _table().diff(v), "1", T),
     ("diff", "endVersion", lambda v: _table().diff(1, v), -1, V),
     ("diff", "key", lambda v: _table().diff(1, key=v), 5, T),
