@@ -15,12 +15,14 @@ Every job (an append, a row-level change, addColumns) leaves no file it does not
   then the markers. Whatever the interleaving with a late task, one of the two sees the
   other. Checking the versions instead of trusting the outcome also keeps a commit that
   succeeded but reported an error from losing its files.
-- A killed driver closes nothing: :func:`find_orphans` (``vacuum``) removes the data,
-  deletion and index files no version (of any branch) references and the staging markers of
-  jobs that stopped, once they are older than the retention (Delta's rule: a job must not
-  run longer than that). Lance's cleanup lists the unreferenced data and index files; the
-  deletion files it leaves out (those newer than the oldest version) are checked against the
-  versions here. A job's markers go only once every file they name is gone or referenced.
+- A killed driver closes nothing: :func:`find_orphans` (``vacuum``) removes every file
+  under ``data/``, ``_deletions/`` and ``_indices/`` that no version (of any branch) uses,
+  whatever its name, and the staging markers of jobs that stopped, once they are older than
+  the retention (Delta's rule: a job must not run longer than that). Lance's cleanup lists
+  the unreferenced files of its own kinds (data files with their blob files, temporaries,
+  index folders); the files it leaves out (deletion files newer than the oldest version,
+  files that are not Lance's) are checked against the versions here. A job's markers go
+  only once every file they name is gone or referenced.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ _WRITTEN_DIRS = ("data", "_deletions")
 _TEMPORARY_PREFIX = ".tmp"  # Lance writes a local file as data/.tmpXXXXXX, then renames it
 # Candidate kinds of Lance's cleanup that vacuum removes when no version references them.
 _SWEPT_KINDS = {"data": "data", "deletion": "_deletions", "index": "_indices"}
+_DATA_SUFFIX = ".lance"
+_DELETION_SUFFIXES = (".arrow", ".bin")
 MAX_EXPLAINED_FILES = 1_000_000
 _EVERY_VERSION = 2**31 - 1
 
@@ -417,7 +421,7 @@ class Orphan:
     root)."""
 
     path: str
-    kind: str  # "data", "deletion" or "index" (Lance's cleanup kinds)
+    kind: str  # "data", "deletion", "index" (Lance's cleanup kinds) or "other" (not Lance's)
     size: int
 
 
@@ -481,16 +485,17 @@ def find_orphans(
         relative = relative_path(c)
         if c.unverified and relative is not None:
             candidates[relative] = Orphan(relative, c.kind, int(c.size_bytes))
-    deletions = _SWEPT_KINDS["deletion"]
-    folders = {deletions} | {p.split("/", 1)[0] for p in candidates}
+    folders = set(_SWEPT_KINDS.values())
     listed = _listing(table_uri, folders, storage=storage)
     old = {p for p, (mtime, _) in listed.items() if mtime < cutoff}
-    # Lance leaves out the unreferenced deletion files newer than its oldest version (those a
-    # running job may still commit, to Lance): the versions are read here instead.
-    unlisted = {p for p in old if p.startswith(f"{deletions}/")} - candidates.keys()
+    # What Lance's cleanup does not list is checked against the versions here: the
+    # unreferenced deletion files newer than its oldest version (those a running job may
+    # still commit, to Lance), and any file in data/ that is not Lance's (a stray file, a
+    # temporary of a killed writer).
+    unlisted = {p for p in old - candidates.keys() if not _vouched_for(p, listed, candidates)}
     if unlisted:
         for path in sorted(unlisted - _referenced_in(table_uri, lines, unlisted, storage=storage)):
-            candidates[path] = Orphan(path, "deletion", listed[path][1])
+            candidates[path] = Orphan(path, _kind(path), listed[path][1])
     files = tuple(f for p, f in sorted(candidates.items()) if p in old)
     jobs = _stale_jobs(table_uri, cutoff, storage=storage)
     done = _finished_jobs(
@@ -503,6 +508,31 @@ def find_orphans(
     )
     markers = tuple(m for job in done for m in jobs[job])
     return Orphans(files, markers, tuple(done))
+
+
+def _vouched_for(path: str, listed: Mapping[str, Any], candidates: Mapping[str, Orphan]) -> bool:
+    """True for a file whose use Lance's cleanup has judged when it did not list it: a data
+    file (``data/<name>.lance``), a file in the folder named after one (its blob files) while
+    that data file is there and used, and anything under ``_indices/`` (an index's folder is
+    used or listed whole)."""
+    folder, _, name = path.partition("/")
+    if folder == _SWEPT_KINDS["index"]:
+        return True
+    if folder != _SWEPT_KINDS["data"]:
+        return False
+    if "/" not in name:
+        return name.endswith(_DATA_SUFFIX)
+    owner = f"{folder}/{name.split('/', 1)[0]}{_DATA_SUFFIX}"
+    return owner in listed and owner not in candidates
+
+
+def _kind(path: str) -> str:
+    """The cleanup kind of an unlisted file: "deletion" for Lance's deletion files, "other"
+    for a file that is not Lance's."""
+    folder, _, name = path.partition("/")
+    if folder == _SWEPT_KINDS["deletion"] and name.endswith(_DELETION_SUFFIXES):
+        return "deletion"
+    return "other"
 
 
 def relative_path(candidate: Any) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import lance
+import pyarrow as pa
 import pytest
 from _servers import alive as _alive
 from _servers import descendants as _descendants
@@ -380,6 +381,101 @@ def test_vacuum_finds_deletion_and_index_files_and_keeps_markers_until_their_fil
     assert lance.dataset(table_uri).version == version and _rows(table_uri) == rows
     assert [i["uuid"] for i in lance.dataset(table_uri).list_indices()] == [index["uuid"]]
     assert t.toDF().where("id = 42").count() == 1
+
+
+def test_vacuum_removes_every_unreferenced_file_of_the_table_folders(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """The rule (docs/table-api.md): every file under data/, _deletions/ and _indices/ that no
+    version references, whatever its name, once older than the retention; nothing else."""
+    spark.range(0, 100, 1, 2).selectExpr("id", "concat('v', id) AS val").write.format("lance").mode(
+        "append"
+    ).save(table_uri)
+    t = LanceTable.forPath(spark, table_uri)
+    t.delete("id < 5")
+    t.createIndex("id", "BTREE")
+    rows, root = _rows(table_uri), Path(table_uri)
+    ds = lance.dataset(table_uri)
+    (index,) = ds.describe_indices()
+    live_index = index.segments[0].uuid
+    a_data_file = ds.get_fragments()[0].metadata.files[0].path
+    swept = [
+        "data/abc.txt",
+        "data/sub/abc.txt",
+        "data/.tmpKilledWriter",  # a Lance temporary no marker names
+        "data/stray.lance",
+        "_deletions/abc.txt",
+        "_indices/abc.txt",
+    ]
+    kept = [
+        f"_indices/{live_index}/abc.txt",  # an index's folder is used whole
+        f"data/{a_data_file.removesuffix('.lance')}/abc.txt",  # a used data file's folder
+        "abc.txt",  # not a folder of Lance's
+        "other/abc.txt",
+        "_versions/abc.txt",
+        "_lance_spark/abc.txt",
+    ]
+    for path in swept + kept:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        if path == "data/stray.lance":
+            shutil.copy(root / "data" / a_data_file, root / path)
+        else:
+            (root / path).write_text("not Lance's")
+    old = time.time() - 2 * 3600
+    for path in swept + kept:
+        os.utime(root / path, (old, old))
+    (root / "data/young.txt").write_text("being written")  # younger than the retention
+
+    dry = t.vacuum(1, dryRun=True).first()
+    assert sorted(dry.unreferenced_files) == sorted(swept)
+    assert all((root / p).exists() for p in swept)
+    done = t.vacuum(1).first()
+    assert sorted(done.unreferenced_files) == sorted(swept)
+    assert done.unreferenced_files_removed == len(swept)
+    # Lance's kinds counted as such (its cleanup takes a temporary for a data file); the
+    # files that are not Lance's only in the total
+    assert (done.data_files_removed, done.index_files_removed) == (2, 1)
+    assert done.deletion_files_removed == 0
+    assert not any((root / p).exists() for p in swept)
+    assert all((root / p).exists() for p in [*kept, "data/young.txt"])
+    assert _rows(table_uri) == rows and lance.dataset(table_uri).count_rows() == 95
+    assert t.toDF().where("id = 42").count() == 1
+
+
+def test_vacuum_keeps_the_blob_files_of_used_data_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Lance 2.2 stores large blobs in files of their own (data/<data file>/*.blob), which no
+    manifest names: vacuum keeps them with their data file, and removes them with it."""
+    uri = str(tmp_path / "blobs.lance")
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"}),
+        ]
+    )
+    values = [b"x" * (4 << 20), b"y" * 10, b"z" * (3 << 20)]
+    lance.write_dataset(
+        pa.table({"id": [1, 2, 3], "b": values}, schema=schema), uri, data_storage_version="2.2"
+    )
+    blobs = sorted(p for p in (Path(uri) / "data").rglob("*.blob"))
+    assert blobs, "pylance wrote no blob file: the test checks nothing"
+    old = time.time() - 2 * 3600
+    for path in (Path(uri) / "data").rglob("*"):
+        os.utime(path, (old, old))
+
+    t = LanceTable.forPath(spark, uri)
+    assert t.vacuum(0).first().unreferenced_files == []
+    assert sorted(p for p in (Path(uri) / "data").rglob("*.blob")) == blobs
+    ds = lance.dataset(uri)
+    read = [f.readall() for f in ds.take_blobs("b", indices=[0, 1, 2])]
+    assert read == values
+
+    # Overwritten: the old data file and its blob files go together (Lance's cleanup).
+    lance.write_dataset(pa.table({"id": [4], "b": [b"w"]}, schema=schema), uri, mode="overwrite")
+    t.vacuum(0)
+    assert not any(p.exists() for p in blobs)
+    assert lance.dataset(uri).to_table()["id"].to_pylist() == [4]
 
 
 # --- failed jobs --------------------------------------------------------------------------------
