@@ -17,6 +17,7 @@ history stays readable, as Delta's does:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import lance
@@ -89,17 +90,23 @@ def _replace(
             f"{source.version} of {table.uri!r}, stored in {source.data_storage_version}; "
             "clone into a new location, or drop the target first"
         )
+    fragments = source.get_fragments()
+    copied = [f for f in fragments if f.metadata.deletion_file is not None]
+    if copied and any(_BLOB_KEY in (f.metadata or {}) for f in source.schema):
+        raise InvalidArgumentError(
+            f"LanceTable.shallowClone(): version {source.version} of {table.uri!r} has deleted "
+            "rows in fragments with a blob column, which a replacing clone would copy; clone "
+            "into a new location instead"
+        )
     bases = _register_bases(
         source, table.uri, target_uri, target, storage=storage, app_id=table.app_id
     )
     if bases.added:
         target = lance.dataset(target_uri, storage_options=dict(storage) or None)
     carried: list[FragmentMetadata] = []
-    copied: list[lance.LanceFragment] = []
-    for fragment in source.get_fragments():
+    for fragment in fragments:
         meta = fragment.metadata
         if meta.deletion_file is not None:
-            copied.append(fragment)
             continue
         for data_file in meta.files:
             data_file.base_id = bases.ids[data_file.base_id]
@@ -108,12 +115,6 @@ def _replace(
         meta.created_at_version_meta = None
         meta.last_updated_at_version_meta = None
         carried.append(meta)
-    if copied and any(_BLOB_KEY in (f.metadata or {}) for f in source.schema):
-        raise InvalidArgumentError(
-            f"LanceTable.shallowClone(): version {source.version} of {table.uri!r} has deleted "
-            "rows in fragments with a blob column, which a replacing clone would copy; clone "
-            "into a new location instead"
-        )
     written = _copy(source, copied, target_uri, storage=storage)
     operation = lance.LanceOperation.Overwrite(source.lance_schema, [*carried, *written])
     info = _commit.CommitInfo(
@@ -139,10 +140,10 @@ def _replace(
         raise
 
 
+@dataclass(frozen=True)
 class _Bases:
-    def __init__(self, ids: Mapping[int | None, int | None], added: bool) -> None:
-        self.ids = ids  # the source's base id (None: its own location) -> the target's
-        self.added = added
+    ids: Mapping[int | None, int | None]  # the source's base id (None: its own) -> the target's
+    added: bool  # a version registered some
 
 
 def _register_bases(
