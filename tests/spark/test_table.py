@@ -343,3 +343,18 @@ def test_shallow_clone_replace_keeps_the_target_history(spark: SparkSession, tmp
     with pytest.raises(InvalidOptionError, match=rf"file format 2\.\d.*stored in {version}"):
         source.shallowClone(other_format, replace=True)
     assert lance.dataset(other_format).version == 1
+
+
+def test_shallow_clone_replace_refuses_to_copy_blob_columns(spark: SparkSession, tmp_path) -> None:
+    """A fragment with deleted rows would be copied, and the copy does not handle blob
+    columns: refused before anything is committed (no ADD BASE PATHS version either)."""
+    field = pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+    schema = pa.schema([pa.field("id", pa.int64()), field])
+    source = str(tmp_path / "blobs.lance")
+    rows = pa.table({"id": [1, 2], "b": [b"x", b"y"]}, schema=schema)
+    lance.write_dataset(rows, source, data_storage_version="2.1").delete("id = 1")
+    target = str(tmp_path / "target.lance")
+    lance.write_dataset(pa.table({"id": [9]}), target, data_storage_version="2.1")
+    with pytest.raises(InvalidOptionError, match=r"deleted rows .* blob column"):
+        LanceTable.forPath(spark, source).shallowClone(target, replace=True)
+    assert lance.dataset(target).version == 1 and _ids(target) == [9]
