@@ -25,7 +25,7 @@ import pyarrow as pa
 from lance import DatasetBasePath
 from lance.fragment import FragmentMetadata, write_fragments
 
-from lance_spark.errors import InvalidArgumentError, InvalidOptionError
+from lance_spark.errors import InvalidArgumentError, InvalidOptionError, TableNotFoundError
 from lance_spark.source import commit as _commit
 from lance_spark.source import staging
 from lance_spark.source.dataset import resolve_version
@@ -55,8 +55,9 @@ def shallow_clone(
             ds, TimeTravel(version=None if version is None else int(version)), uri=table.uri
         )
         reference = number
-    existing = TableContext(table.spark, target, table.storage)
-    if not existing.exists():
+    try:
+        existing = TableContext(table.spark, target, table.storage).open()
+    except (TableNotFoundError, OSError):
         ds.shallow_clone(target, reference, storage_options=dict(table.storage) or None)
         return
     if not replace:
@@ -70,7 +71,7 @@ def shallow_clone(
             f"LanceTable.shallowClone(): target={target!r} is the table itself; "
             "restoreToVersion() brings back one of its versions"
         )
-    _replace(table, ds.checkout_version(number), target, existing.open())
+    _replace(table, ds.checkout_version(number), target, existing)
 
 
 def _replace(
@@ -101,8 +102,6 @@ def _replace(
     bases = _register_bases(
         source, table.uri, target_uri, target, storage=storage, app_id=table.app_id
     )
-    if bases.added:
-        target = lance.dataset(target_uri, storage_options=dict(storage) or None)
     carried: list[FragmentMetadata] = []
     for fragment in fragments:
         meta = fragment.metadata
@@ -130,7 +129,7 @@ def _replace(
     )
     try:
         _commit.commit(
-            target_uri, operation, read_version=target.version, info=info, storage=storage
+            target_uri, operation, read_version=bases.target.version, info=info, storage=storage
         )
     except BaseException:
         staging.delete_files(
@@ -143,7 +142,7 @@ def _replace(
 @dataclass(frozen=True)
 class _Bases:
     ids: Mapping[int | None, int | None]  # the source's base id (None: its own) -> the target's
-    added: bool  # a version registered some
+    target: lance.LanceDataset  # the target, after the version registering any
 
 
 def _register_bases(
@@ -164,17 +163,16 @@ def _register_bases(
         wanted[int(base_id)] = DatasetBasePath(
             str(base.path), name=base.name, is_dataset_root=base.is_dataset_root
         )
+
+    def where(base: DatasetBasePath) -> tuple[str, bool]:
+        return staging.location_key(str(base.path), storage=storage), bool(base.is_dataset_root)
+
+    def known(ds: lance.LanceDataset) -> dict[tuple[str, bool], int]:
+        return {where(b): int(i) for i, b in ds.base_paths().items()}
+
     own = staging.location_key(target_uri, storage=storage)
-    known = {
-        (staging.location_key(str(b.path), storage=storage), bool(b.is_dataset_root)): int(i)
-        for i, b in target.base_paths().items()
-    }
-    missing = [
-        b
-        for b in wanted.values()
-        if staging.location_key(b.path, storage=storage) != own
-        and (staging.location_key(b.path, storage=storage), bool(b.is_dataset_root)) not in known
-    ]
+    registered = known(target)
+    missing = [b for b in wanted.values() if where(b)[0] != own and where(b) not in registered]
     if missing:
         names = {b.name for b in target.base_paths().values()}
         for n, base in enumerate(missing):
@@ -190,15 +188,9 @@ def _register_bases(
         )
         target.add_bases(missing, transaction_properties=info.properties())
         target = lance.dataset(target_uri, storage_options=dict(storage) or None)
-        known = {
-            (staging.location_key(str(b.path), storage=storage), bool(b.is_dataset_root)): int(i)
-            for i, b in target.base_paths().items()
-        }
-    ids: dict[int | None, int | None] = {}
-    for number, base in wanted.items():
-        key = staging.location_key(base.path, storage=storage)
-        ids[number] = None if key == own else known[key, bool(base.is_dataset_root)]
-    return _Bases(ids, bool(missing))
+        registered = known(target)
+    ids = {n: None if where(b)[0] == own else registered[where(b)] for n, b in wanted.items()}
+    return _Bases(ids, target)
 
 
 def _copy(
