@@ -4,7 +4,9 @@
 rows as tuples, ``client.sql_script(statements)`` the rows of each statement (one process for
 all of them where a client starts one per call). A failing statement raises
 :class:`SqlClientError`, with the tail of the logs of the client (and of its server); the
-statements after it in a script do not run.
+statements after it in a script do not run. ``client.sql_each(statements)`` runs every
+statement whatever fails, and gives each one's rows or its :class:`SqlClientError` (the
+refusal cases of a test in one CLI call).
 
 - ``classic``: the tests' classic SparkSession (``lance_spark.register``-ed), in this process:
   ``spark.sql(...).collect()``, through register's SQL front. Values are Python values.
@@ -29,7 +31,10 @@ a value with a comma in it; spark-sql does not quote tabs): values with newlines
 ``spark-sql``, do not round-trip.
 
 Statements of a script are told apart in the text clients' output by a marker query after each
-(``SELECT '<marker>'``), so a script runs in one beeline or spark-sql call.
+(``SELECT '<marker>'``), so a script runs in one beeline or spark-sql call. In ``sql_each`` a
+second marker, ``SELECT raise_error('<marker>')``, tells the statements' errors apart on
+stderr, and the CLI goes on after an error (spark-sql's ``hive.cli.errors.ignore``, beeline's
+``--force``).
 """
 
 from __future__ import annotations
@@ -95,6 +100,22 @@ class SqlClient(Protocol):
     def sql(self, statement: str) -> list[Row]: ...
 
     def sql_script(self, statements: Sequence[str]) -> list[list[Row]]: ...
+
+    def sql_each(self, statements: Sequence[str]) -> list[list[Row] | SqlClientError]: ...
+
+
+Outcome = list[Row] | SqlClientError
+
+
+def _each(client: SqlClient, statements: Sequence[str]) -> list[Outcome]:
+    """``sql_each`` of a client that answers statement by statement."""
+    outcomes: list[Outcome] = []
+    for statement in statements:
+        try:
+            outcomes.append(client.sql(statement))
+        except SqlClientError as err:
+            outcomes.append(err)
+    return outcomes
 
 
 def _pyspark_home() -> Path:
@@ -257,6 +278,32 @@ def _split_at_markers(lines: list[str], count: int, token: str) -> list[list[str
     return blocks
 
 
+def _with_error_markers(statements: Sequence[str], token: str) -> str:
+    """``_with_markers``, and after each statement's marker query a query that fails with
+    the marker's text: the point in stderr where the statement's error (if any) ends."""
+    parts = []
+    for i, statement in enumerate(statements):
+        parts.append(statement.strip().rstrip(";"))
+        parts.append(f"SELECT '{_marker(i, token)}' AS lance_spark_marker")
+        parts.append(f"SELECT raise_error('{_marker(i, token)}')")
+    return ";\n".join(parts) + ";\n"
+
+
+def _split_errors(err: str, count: int, token: str, prefix: str) -> list[list[str]]:
+    """The stderr lines of each statement, cut where the CLI reports a marker's error (a
+    line starting with ``prefix`` that names it); the other lines naming a marker (its
+    logs) are left out."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    for line in err.splitlines():
+        if len(blocks) < count and line.startswith(prefix) and _marker(len(blocks), token) in line:
+            blocks.append(current)
+            current = []
+        elif f"__lance_spark_sql_{token}_" not in line:
+            current.append(line)
+    return blocks
+
+
 # --- classic ------------------------------------------------------------------------------
 
 
@@ -277,6 +324,9 @@ class ClassicClient:
 
     def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
         return [self.sql(s) for s in statements]
+
+    def sql_each(self, statements: Sequence[str]) -> list[Outcome]:
+        return _each(self, statements)
 
 
 # --- connect ------------------------------------------------------------------------------
@@ -349,6 +399,9 @@ class ConnectClient:
     def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
         return [self.sql(s) for s in statements]
 
+    def sql_each(self, statements: Sequence[str]) -> list[Outcome]:
+        return _each(self, statements)
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             assert self.proc.stdin is not None
@@ -377,6 +430,7 @@ def connect_client(url: str) -> Iterator[ConnectClient]:
 
 # beeline prints its prompt once when its stdin is not a terminal.
 _BEELINE_PROMPT = re.compile(r"^(\d+: jdbc:hive2://\S+> )+")
+_BEELINE_PROGRESS = re.compile(r"(\rnull *)+")
 
 
 class ThriftClient:
@@ -390,9 +444,18 @@ class ThriftClient:
     def sql(self, statement: str) -> list[Row]:
         return self.sql_script([statement])[0]
 
-    def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
-        token = uuid.uuid4().hex[:8]
-        # -e, not -f: with -f beeline prints "\rnull<spaces>\rnull" progress junk to stdout.
+    def _call(
+        self, script: str, token: str, count: int, *, force: bool = False
+    ) -> tuple[int, list[list[Row]], str]:
+        """One beeline call: its exit code, the rows of each of the ``count`` statements that
+        ran, its stderr. ``force``: on after an error (beeline's --force, which holds for a
+        script file only, not for -e)."""
+        if force:
+            file = self.server.base / f"script-{token}.sql"
+            file.write_text(script)
+            run = ["--force=true", "-f", str(file)]
+        else:
+            run = ["-e", script]
         argv = [
             str(_pyspark_home() / "bin" / "beeline"),
             "-u",
@@ -401,20 +464,24 @@ class ThriftClient:
             "user",
             "--silent=true",
             "--outputformat=csv2",
-            "-e",
-            _with_markers(statements, token),
+            *run,
         ]
         env = {**self.server.env, "SPARK_BEELINE_OPTS": _FAST_START}  # beeline's JVM
         code, out, err = _run(argv, env, self.server.base, CLI_TIMEOUT)
-        lines = _BEELINE_PROMPT.sub("", out).splitlines()
-        blocks = _split_at_markers(lines, len(statements), token)
+        # With -f beeline prints "\rnull<spaces>\rnull" (its progress line) around results.
+        lines = _BEELINE_PROMPT.sub("", _BEELINE_PROGRESS.sub("", out)).splitlines()
         results: list[list[Row]] = []
-        for block in blocks:
+        for block in _split_at_markers(lines, count, token):
             # csv2: a header line, then the rows; the marker's header ends the block. A value
             # with a comma is quoted with NUL (beeline's "disable.quoting.for.sv" default).
             body = block[:-1] if block and block[-1] == "lance_spark_marker" else block
             rows = csv.reader(body[1:], quotechar="\0")
             results.append([tuple(r) for r in rows])
+        return code, results, err
+
+    def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
+        token = uuid.uuid4().hex[:8]
+        code, results, err = self._call(_with_markers(statements, token), token, len(statements))
         if len(results) < len(statements):
             failed = statements[len(results)]
             raise SqlClientError(
@@ -422,15 +489,33 @@ class ThriftClient:
             )
         return results
 
+    def sql_each(self, statements: Sequence[str]) -> list[Outcome]:
+        token = uuid.uuid4().hex[:8]
+        script = _with_error_markers(statements, token)
+        code, results, err = self._call(script, token, len(statements), force=True)
+        errors = _split_errors(err, len(statements), token, "Error: ")
+        if len(results) < len(statements) or len(errors) < len(statements):
+            failed = statements[min(len(results), len(errors))]
+            raise SqlClientError(
+                self.kind, failed, _beeline_error(err, code), self.server.describe()
+            )
+        outcomes: list[Outcome] = []
+        for statement, rows, lines in zip(statements, results, errors, strict=True):
+            message = _beeline_error("\n".join(lines), 0, default="")
+            outcomes.append(SqlClientError(self.kind, statement, message) if message else rows)
+        return outcomes
 
-def _beeline_error(err: str, code: int) -> str:
+
+def _beeline_error(err: str, code: int, default: str | None = None) -> str:
     """beeline's error lines, without the Java stack frames."""
     lines = [
         line
         for line in err.splitlines()
         if line.strip() and not line.startswith(("\tat ", "\t... ", "WARNING: Using incubator"))
     ]
-    return "\n".join(lines) if lines else f"beeline exited with code {code}"
+    if lines:
+        return "\n".join(lines)
+    return f"beeline exited with code {code}" if default is None else default
 
 
 class ThriftServer:
@@ -535,8 +620,8 @@ class SparkSqlClient:
     def sql(self, statement: str) -> list[Row]:
         return self.sql_script([statement])[0]
 
-    def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
-        token = uuid.uuid4().hex[:8]
+    def _call(self, script: str, *options: str) -> tuple[int, str, str, Path]:
+        """One CLI call: its exit code, stdout, stderr and the log file it left."""
         self.calls += 1
         argv = [
             str(_pyspark_home() / "bin" / "spark-sql"),
@@ -544,16 +629,22 @@ class SparkSqlClient:
             "local[1]",
             "--properties-file",
             str(self.properties),
+            *options,
             "-S",
             "-e",
-            _with_markers(statements, token),
+            script,
         ]
         code, out, err = _run(argv, self.env, self.base, CLI_TIMEOUT)
         log = self.base / f"spark-sql-{self.calls}.log"
         log.write_text(
-            f"$ spark-sql -e (exit code {code})\n{argv[-1]}--- stdout ---\n{out}\n"
-            f"--- stderr ---\n{err}"
+            f"$ spark-sql {' '.join(options)} -e (exit code {code})\n{script}--- stdout ---\n"
+            f"{out}\n--- stderr ---\n{err}"
         )
+        return code, out, err, log
+
+    def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
+        token = uuid.uuid4().hex[:8]
+        code, out, err, log = self._call(_with_markers(statements, token))
         blocks = _split_at_markers(out.splitlines(), len(statements), token)
         results = [[tuple(line.split("\t")) for line in block] for block in blocks]
         if len(results) < len(statements):
@@ -563,19 +654,43 @@ class SparkSqlClient:
             )
         return results
 
+    def sql_each(self, statements: Sequence[str]) -> list[Outcome]:
+        token = uuid.uuid4().hex[:8]
+        code, out, err, log = self._call(
+            _with_error_markers(statements, token), "--hiveconf", "hive.cli.errors.ignore=true"
+        )
+        blocks = _split_at_markers(out.splitlines(), len(statements), token)
+        errors = _split_errors(err, len(statements), token, "[USER_RAISED_EXCEPTION] ")
+        if len(blocks) < len(statements) or len(errors) < len(statements):
+            failed = statements[min(len(blocks), len(errors))]
+            raise SqlClientError(
+                self.kind, failed, _spark_sql_error(err, code), f"--- {log} ---\n{log_tail(log)}"
+            )
+        outcomes: list[Outcome] = []
+        for statement, block, lines in zip(statements, blocks, errors, strict=True):
+            message = _spark_sql_error("\n".join(lines), 0, default="")
+            if message:
+                outcomes.append(SqlClientError(self.kind, statement, message, f"--- {log} ---"))
+            else:
+                outcomes.append([tuple(line.split("\t")) for line in block])
+        return outcomes
+
 
 def _escape(value: str) -> str:
     """A value for a Java properties file."""
     return value.replace("\\", "\\\\")
 
 
-def _spark_sql_error(err: str, code: int) -> str:
-    """The CLI's error: the lines of stderr that are neither logs nor timings."""
+def _spark_sql_error(err: str, code: int, default: str | None = None) -> str:
+    """The CLI's error: the lines of stderr that are neither logs nor timings (``default``,
+    or the exit code, when there are none)."""
     noise = re.compile(
         r"^(\d\d:\d\d:\d\d (WARN|INFO|ERROR) |Time taken: |WARNING: |\tat |\t\.\.\. )"
     )
     lines = [line for line in err.splitlines() if line.strip() and not noise.match(line)]
-    return "\n".join(lines) if lines else f"spark-sql exited with code {code}"
+    if lines:
+        return "\n".join(lines)
+    return f"spark-sql exited with code {code}" if default is None else default
 
 
 @contextlib.contextmanager

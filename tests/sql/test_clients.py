@@ -6,6 +6,7 @@ session catalog."""
 from __future__ import annotations
 
 import calendar
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -44,6 +45,21 @@ def _script_then_drop(client: SqlClient, statements: list[str], *tables: str) ->
         if client.kind != SPARK_SQL:
             for table in tables:
                 client.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def _refused(
+    outcomes: list[list[Row] | SqlClientError], cases: list[tuple[str, str | None]]
+) -> None:
+    """The last ``len(cases)`` outcomes of a ``sql_each`` are the cases' errors, each naming
+    what it should (``None``: any error); the outcomes before them ran without one."""
+    ran, failed = outcomes[: -len(cases)], outcomes[-len(cases) :]
+    errors = [o for o in ran if isinstance(o, SqlClientError)]
+    assert not errors, str(errors[0])
+    for (statement, named), outcome in zip(cases, failed, strict=True):
+        assert isinstance(outcome, SqlClientError), f"{statement!r} answered {outcome}"
+        assert outcome.statement == statement, str(outcome)
+        if named is not None:
+            assert re.search(named, outcome.message), str(outcome)
 
 
 def _write_pets(path: Path) -> None:
@@ -169,20 +185,21 @@ def test_catalog_errors_name_what_is_missing(sql_client: SqlClient, tmp_path: Pa
     _write_pets(path)
     name = _table_name(sql_client, "missing")
     setup = [f"DROP TABLE IF EXISTS {name}", f"CREATE TABLE {name} USING lance LOCATION '{path}'"]
-    cases = [
+    cases: list[tuple[str, str | None]] = [
         (f"SELECT * FROM {name} VERSION AS OF 7", "version 7"),
         (f"SELECT * FROM {name} VERSION AS OF 'nope'", "nope"),
         (f"SELECT * FROM {name}.branch_nope", "nope"),
     ]
     try:
-        for statement, named in cases:
-            with pytest.raises(SqlClientError) as caught:
-                sql_client.sql_script([*setup, statement])
-            assert caught.value.statement == statement, str(caught.value)
-            assert named in caught.value.message, str(caught.value)
+        outcomes = sql_client.sql_each(
+            [*setup, cases[0][0], f"SELECT count(*) FROM {name}", *(s for s, _ in cases[1:])]
+        )
     finally:
         if sql_client.kind != SPARK_SQL:
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    # The statement between two refused ones answers (its rows are its own).
+    assert rows_as_text(outcomes.pop(3)) == [("3",)]
+    _refused(outcomes, cases)
     assert lance.dataset(str(path)).version == 1
 
 
@@ -297,15 +314,12 @@ def test_index_errors_name_what_is_wrong(sql_client: SqlClient, tmp_path: Path) 
     path = tmp_path / "pets.lance"
     _write_pets(path)
     name = _table_name(sql_client, "index_errors")
-    sql_client.sql_script(
-        [
-            f"DROP TABLE IF EXISTS {name}",
-            f"CREATE TABLE {name} USING lance LOCATION '{path}'",
-            f"CREATE INDEX id_idx ON {name} (id)",
-        ]
-    )
-    version = lance.dataset(str(path)).version
-    refused = [
+    setup = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+        f"CREATE INDEX id_idx ON {name} (id)",  # version 2
+    ]
+    refused: list[tuple[str, str | None]] = [
         (f"CREATE INDEX id_idx ON {name} (name)", "INDEX_ALREADY_EXISTS"),
         (f"CREATE INDEX two ON {name} (id, name)", "a Lance index covers one column; got 2"),
         (
@@ -315,13 +329,12 @@ def test_index_errors_name_what_is_wrong(sql_client: SqlClient, tmp_path: Path) 
         (f"DROP INDEX nope ON {name}", "INDEX_NOT_FOUND"),
     ]
     try:
-        for statement, message in refused:
-            with pytest.raises(SqlClientError, match=message):
-                sql_client.sql(statement)
+        outcomes = sql_client.sql_each([*setup, *(s for s, _ in refused)])
     finally:
         if sql_client.kind != SPARK_SQL:
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
-    assert lance.dataset(str(path)).version == version
+    _refused(outcomes, refused)
+    assert lance.dataset(str(path)).version == 2
     assert [d.name for d in lance.dataset(str(path)).describe_indices()] == ["id_idx"]
 
 
@@ -378,18 +391,22 @@ def test_insert_replace_where_through_every_client(sql_client: SqlClient, tmp_pa
         f"INSERT INTO {name} REPLACE WHERE id >= 2 SELECT 20L AS id, 'x' AS name",
         f"SELECT id, name FROM {name} ORDER BY id",  # 3
     ]
-    results = sql_client.sql_script(statements)
+    refused: list[tuple[str, str | None]] = [
+        (
+            f"INSERT INTO {name} REPLACE WHERE id >= 2 SELECT 0L, 'bad'",
+            "DELTA_REPLACE_WHERE_MISMATCH",
+        )
+    ]
     try:
-        assert rows_as_text(results[3]) == [("1", "a"), ("20", "x")]
-        dataset = lance.dataset(str(path))
-        assert dataset.version == 2
-        assert sorted(dataset.to_table()["id"].to_pylist()) == [1, 20]
-        with pytest.raises(SqlClientError, match="DELTA_REPLACE_WHERE_MISMATCH"):
-            sql_client.sql(f"INSERT INTO {name} REPLACE WHERE id >= 2 SELECT 0L, 'bad'")
-        assert lance.dataset(str(path)).version == 2
+        outcomes = sql_client.sql_each([*statements, *(s for s, _ in refused)])
     finally:
         if sql_client.kind != SPARK_SQL:
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    _refused(outcomes, refused)
+    assert rows_as_text(outcomes[3]) == [("1", "a"), ("20", "x")]
+    dataset = lance.dataset(str(path))
+    assert dataset.version == 2  # the refused statement committed nothing
+    assert sorted(dataset.to_table()["id"].to_pylist()) == [1, 20]
 
 
 @pytest.mark.spark
@@ -409,29 +426,7 @@ def test_convert_to_lance_through_every_client(sql_client: SqlClient, tmp_path: 
     pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), broken / "a.parquet")
     pq.write_table(pa.table({"id": ["x"]}), broken / "b.parquet")
     target = tmp_path / "events.lance"
-    results = sql_client.sql_script(
-        [
-            f"CONVERT TO LANCE parquet.`{source}` LOCATION '{target}'",
-            f"SELECT id, x, label FROM lance.`{target}` ORDER BY id",
-            f"CALL spark_catalog.system.convert(table => 'lance.`{target}`', "
-            f"source => '{source}', mode => 'append')",
-            f"DESCRIBE HISTORY lance.`{target}`",
-        ]
-    )
-    assert rows_as_text(results[0]) == [("1", "2", "6")]
-    expected = pq.read_table(source).to_pydict()  # pyarrow's discovery of the same layout
-    spark_rows = sorted(zip(expected["id"], expected["x"], expected["label"], strict=True))
-    assert rows_as_text(results[1]) == [tuple(value_text(v) for v in r) for r in spark_rows]
-    assert rows_as_text(results[2]) == [("2", "2", "6")]
-    history = [(r[0], r[2]) for r in rows_as_text(results[3])]
-    assert history == [("2", "CONVERT"), ("1", "CONVERT")]
-    dataset = lance.dataset(str(target))
-    table = dataset.to_table().sort_by("id")
-    assert table.column_names == ["id", "x", "label"]
-    assert table["id"].to_pylist() == sorted([*expected["id"], *expected["id"]])
-    assert dataset.version == 2
-
-    refused = [
+    refused: list[tuple[str, str | None]] = [
         (f"CONVERT TO LANCE parquet.`{source}` LOCATION '{target}'", "already exists"),
         (f"CONVERT TO LANCE parquet.`{target}` LOCATION '{tmp_path}/c.lance'", "is a Lance table"),
         (
@@ -447,12 +442,30 @@ def test_convert_to_lance_through_every_client(sql_client: SqlClient, tmp_path: 
         ),
         (f"CONVERT TO LANCE parquet.`{broken}` LOCATION '{tmp_path}/b.lance'", None),
     ]
-    refused_kinds: list[tuple[str, str | None]] = refused
-    for statement, message in refused_kinds:
-        with pytest.raises(SqlClientError, match=message):
-            sql_client.sql(statement)
-    assert lance.dataset(str(target)).version == 2
-    assert lance.dataset(str(target)).to_table().sort_by("id") == table
+    results = sql_client.sql_each(
+        [
+            f"CONVERT TO LANCE parquet.`{source}` LOCATION '{target}'",
+            f"SELECT id, x, label FROM lance.`{target}` ORDER BY id",
+            f"CALL spark_catalog.system.convert(table => 'lance.`{target}`', "
+            f"source => '{source}', mode => 'append')",
+            f"DESCRIBE HISTORY lance.`{target}`",
+            *(s for s, _ in refused),
+        ]
+    )
+    # The refusals ran after the history was read: they changed nothing (checked below).
+    _refused(results, refused)
+    assert rows_as_text(results[0]) == [("1", "2", "6")]
+    expected = pq.read_table(source).to_pydict()  # pyarrow's discovery of the same layout
+    spark_rows = sorted(zip(expected["id"], expected["x"], expected["label"], strict=True))
+    assert rows_as_text(results[1]) == [tuple(value_text(v) for v in r) for r in spark_rows]
+    assert rows_as_text(results[2]) == [("2", "2", "6")]
+    history = [(r[0], r[2]) for r in rows_as_text(results[3])]
+    assert history == [("2", "CONVERT"), ("1", "CONVERT")]
+    dataset = lance.dataset(str(target))
+    table = dataset.to_table().sort_by("id")
+    assert table.column_names == ["id", "x", "label"]
+    assert table["id"].to_pylist() == sorted([*expected["id"], *expected["id"]])
+    assert dataset.version == 2  # the two converts; no refused statement committed
     for never in ("c.lance", "n.lance", "b.lance"):
         with pytest.raises(ValueError):
             lance.dataset(str(tmp_path / never))
@@ -480,38 +493,38 @@ def test_lance_search_through_every_client(sql_client: SqlClient, tmp_path: Path
         columns=["id"], nearest={"column": "vec", "q": query, "k": 3}
     )
     expected_ids = [str(i) for i in expected["id"].to_pylist()]
+    lance.dataset(str(path)).create_branch("exp", 1)
     name = _table_name(sql_client, "search")
-    results = _script_then_drop(
-        sql_client,
-        [
-            f"DROP TABLE IF EXISTS {name}",
-            f"CREATE TABLE {name} USING lance LOCATION '{path}'",
-            f"SELECT id, _distance FROM lance_search('{path}', {literal}, 3) ORDER BY _distance",
-            f"SELECT id FROM lance_search(k => 3, table => '{name}', vector => {literal}) "
-            "ORDER BY _distance",
-            f"SELECT s.id, t.id * 10 FROM lance_search('{name}', {literal}, 2) s "
-            f"JOIN {name} t ON s.id = t.id ORDER BY s._distance",
-        ],
-        name,
-    )
+    refused: list[tuple[str, str | None]] = [
+        (
+            f"SELECT * FROM lance_search('{name}.branch_exp', {literal}, 3)",
+            "searches a table's main branch",
+        )
+    ]
+    try:
+        results = sql_client.sql_each(
+            [
+                f"DROP TABLE IF EXISTS {name}",
+                f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+                f"SELECT id, _distance FROM lance_search('{path}', {literal}, 3) "
+                "ORDER BY _distance",
+                f"SELECT id FROM lance_search(k => 3, table => '{name}', vector => {literal}) "
+                "ORDER BY _distance",
+                f"SELECT s.id, t.id * 10 FROM lance_search('{name}', {literal}, 2) s "
+                f"JOIN {name} t ON s.id = t.id ORDER BY s._distance",
+                *(s for s, _ in refused),
+            ]
+        )
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    _refused(results, refused)
     by_path = rows_as_text(results[2])
     assert [r[0] for r in by_path] == expected_ids
     distances = expected["_distance"].to_pylist()
     assert [float(r[1]) for r in by_path] == pytest.approx(distances, rel=1e-5)
     assert [r[0] for r in rows_as_text(results[3])] == expected_ids
     assert rows_as_text(results[4]) == [(i, str(int(i) * 10)) for i in expected_ids[:2]]
-
-    lance.dataset(str(path)).create_branch("exp", 1)
-    with pytest.raises(SqlClientError, match="searches a table's main branch"):
-        sql_client.sql_script(
-            [
-                f"DROP TABLE IF EXISTS {name}",
-                f"CREATE TABLE {name} USING lance LOCATION '{path}'",
-                f"SELECT * FROM lance_search('{name}.branch_exp', {literal}, 3)",
-            ]
-        )
-    if sql_client.kind != SPARK_SQL:
-        sql_client.sql(f"DROP TABLE IF EXISTS {name}")
 
 
 def _table_names(rows: list[tuple[object, ...]]) -> list[str]:
@@ -646,7 +659,7 @@ def test_refused_ddl_changes_nothing(sql_client: SqlClient, tmp_path: Path) -> N
     _write_pets(path)
     name = _table_name(sql_client, "refused")
     setup = [f"DROP TABLE IF EXISTS {name}", f"DROP TABLE IF EXISTS {name}_new"]
-    cases = [
+    cases: list[tuple[str, str | None]] = [
         (
             f"CREATE TABLE {name}_new USING lance TBLPROPERTIES ('enable_stable_row_ids' = "
             "'true') AS SELECT 1 AS a",
@@ -658,15 +671,14 @@ def test_refused_ddl_changes_nothing(sql_client: SqlClient, tmp_path: Path) -> N
     ]
     register = f"CREATE TABLE {name} USING lance LOCATION '{path}'"
     try:
-        for statement, named in cases:
-            with pytest.raises(SqlClientError) as caught:
-                sql_client.sql_script([*setup, register, statement])
-            assert caught.value.statement == statement, str(caught.value)
-            assert named in caught.value.message, str(caught.value)
-        left = sql_client.sql_script([*setup, register, "SHOW TABLES"])[-1]
+        outcomes = sql_client.sql_each([*setup, register, *(s for s, _ in cases), "SHOW TABLES"])
     finally:
         if sql_client.kind != SPARK_SQL:
             sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    left = outcomes.pop()
+    assert not isinstance(left, SqlClientError), str(left)
+    # Each case after the one before it: a CTAS that left a table would fail the next case.
+    _refused(outcomes, cases)
     assert f"{name}_new" not in _table_names(left)
     assert lance.dataset(str(path)).version == 1
 
