@@ -56,8 +56,10 @@ bench: jdk $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BEN
 bench-scale: jdk $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
 	$(PY) -m benchmarks.scale --out BENCHMARKS.md
 
+# Two workers (pytest-xdist), a file's tests on one of them: the tests spend much of their time
+# waiting on JVMs and servers, so two share the 2 cores (each has its own sessions and servers).
 test: jdk $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 test-unit: $(STAMP) ## Run the fast tests that need no JVM
 	$(PY) -m pytest tests/unit
