@@ -59,7 +59,7 @@ bench-scale: jdk $(STAMP) $(JAR) ## many versions / fragments, compaction, worke
 # Two workers (pytest-xdist), a file's tests on one of them: the tests spend much of their time
 # waiting on JVMs and servers, so two share the 2 cores (each has its own sessions and servers).
 test: jdk $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 test-unit: $(STAMP) ## Run the fast tests that need no JVM
 	$(PY) -m pytest tests/unit

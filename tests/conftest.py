@@ -43,20 +43,26 @@ os.environ.setdefault("SPARK_LAUNCHER_OPTS", _FAST_JVM)
 CLASSIC = "classic"
 CONNECT = "connect"
 
-# make test runs two workers (pytest-xdist: -n 2 --dist loadfile, a file's tests on one
-# worker). The files that take longest go first, so that no worker is left alone at the end
-# with one of them; the others keep their order.
+# make test runs two workers (pytest-xdist: -n 2 --dist loadfile --no-loadscope-reorder, a
+# file's tests on one worker, files handed out in this order). The files that take longest go
+# first (longest first: the worker-seconds of each in a make test run, 2026-11-27), so that no
+# worker is left alone at the end with one of them; the others keep their order.
 _LONGEST_FIRST = (
     "tests/sql/test_clients.py",
     "tests/packaging/",
+    "tests/spark/test_streaming.py",
     "tests/spark/test_companion_setup.py",
     "tests/spark/test_orphans.py",
-    "tests/spark/test_streaming.py",
     "tests/spark/test_benchmark_smoke.py",
     "tests/spark/test_console.py",
+    "tests/spark/test_discovery.py",
     "tests/s3/",
-    "tests/docs/",
+    "tests/spark/test_damaged.py",
+    "tests/spark/test_idempotent_writes.py",
     "tests/cluster/",
+    "tests/spark/test_concurrency.py",
+    "tests/spark/test_demo.py",
+    "tests/docs/",
 )
 
 
