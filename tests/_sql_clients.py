@@ -94,6 +94,10 @@ class SqlClientError(RuntimeError):
         super().__init__(f"{text}\n{logs}" if logs else text)
 
 
+# What ``sql_each`` gives for each statement: its rows, or its error.
+Outcome = list[Row] | SqlClientError
+
+
 class SqlClient(Protocol):
     kind: str
 
@@ -101,10 +105,7 @@ class SqlClient(Protocol):
 
     def sql_script(self, statements: Sequence[str]) -> list[list[Row]]: ...
 
-    def sql_each(self, statements: Sequence[str]) -> list[list[Row] | SqlClientError]: ...
-
-
-Outcome = list[Row] | SqlClientError
+    def sql_each(self, statements: Sequence[str]) -> list[Outcome]: ...
 
 
 def _each(client: SqlClient, statements: Sequence[str]) -> list[Outcome]:
@@ -253,15 +254,21 @@ def _hive_settings(base: Path) -> dict[str, str]:
 # --- markers: statements of a script in one CLI call ------------------------------------------
 
 
-def _marker(index: int, token: str) -> str:
-    return f"__lance_spark_sql_{token}_{index}__"
+def _marker(index: int | str, token: str) -> str:
+    """The marker of statement ``index`` (``""``: the start every marker of ``token`` has)."""
+    return f"__lance_spark_sql_{token}_{index}" + ("__" if index != "" else "")
 
 
-def _with_markers(statements: Sequence[str], token: str) -> str:
+def _with_markers(statements: Sequence[str], token: str, *, errors: bool = False) -> str:
+    """The script: each statement, then its marker query; with ``errors``, then also a query
+    that fails with the marker's text, the point in stderr where the statement's error (if
+    any) ends."""
     parts = []
     for i, statement in enumerate(statements):
         parts.append(statement.strip().rstrip(";"))
         parts.append(f"SELECT '{_marker(i, token)}' AS lance_spark_marker")
+        if errors:
+            parts.append(f"SELECT raise_error('{_marker(i, token)}')")
     return ";\n".join(parts) + ";\n"
 
 
@@ -278,17 +285,6 @@ def _split_at_markers(lines: list[str], count: int, token: str) -> list[list[str
     return blocks
 
 
-def _with_error_markers(statements: Sequence[str], token: str) -> str:
-    """``_with_markers``, and after each statement's marker query a query that fails with
-    the marker's text: the point in stderr where the statement's error (if any) ends."""
-    parts = []
-    for i, statement in enumerate(statements):
-        parts.append(statement.strip().rstrip(";"))
-        parts.append(f"SELECT '{_marker(i, token)}' AS lance_spark_marker")
-        parts.append(f"SELECT raise_error('{_marker(i, token)}')")
-    return ";\n".join(parts) + ";\n"
-
-
 def _split_errors(err: str, count: int, token: str, prefix: str) -> list[list[str]]:
     """The stderr lines of each statement, cut where the CLI reports a marker's error (a
     line starting with ``prefix`` that names it); the other lines naming a marker (its
@@ -299,7 +295,7 @@ def _split_errors(err: str, count: int, token: str, prefix: str) -> list[list[st
         if len(blocks) < count and line.startswith(prefix) and _marker(len(blocks), token) in line:
             blocks.append(current)
             current = []
-        elif f"__lance_spark_sql_{token}_" not in line:
+        elif _marker("", token) not in line:
             current.append(line)
     return blocks
 
@@ -491,7 +487,7 @@ class ThriftClient:
 
     def sql_each(self, statements: Sequence[str]) -> list[Outcome]:
         token = uuid.uuid4().hex[:8]
-        script = _with_error_markers(statements, token)
+        script = _with_markers(statements, token, errors=True)
         code, results, err = self._call(script, token, len(statements), force=True)
         errors = _split_errors(err, len(statements), token, "Error: ")
         if len(results) < len(statements) or len(errors) < len(statements):
@@ -657,7 +653,9 @@ class SparkSqlClient:
     def sql_each(self, statements: Sequence[str]) -> list[Outcome]:
         token = uuid.uuid4().hex[:8]
         code, out, err, log = self._call(
-            _with_error_markers(statements, token), "--hiveconf", "hive.cli.errors.ignore=true"
+            _with_markers(statements, token, errors=True),
+            "--hiveconf",
+            "hive.cli.errors.ignore=true",
         )
         blocks = _split_at_markers(out.splitlines(), len(statements), token)
         errors = _split_errors(err, len(statements), token, "[USER_RAISED_EXCEPTION] ")
