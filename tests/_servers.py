@@ -26,6 +26,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
+# C1 only and the serial GC for every Spark JVM of the tests: the data is tiny, and on 2 busy
+# cores C2's compiler threads and a parallel GC cost more than they give (a JVM starts in about
+# half the time: spark-sql -e "SELECT 1" ~29 s -> ~15 s). tests/conftest.py puts it in the
+# environment every test JVM inherits; daemons and beeline take it from their own variables.
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 MOTO_ACCESS_KEY = "testing"
 MOTO_SECRET_KEY = "testing"
@@ -154,10 +159,7 @@ def standalone_cluster(
     log4j.write_text(_DAEMON_LOG4J)
     env = spark_env()
     # INFO logs, so that a start failure shows why; C1 only and serial GC start faster.
-    env["SPARK_DAEMON_JAVA_OPTS"] = (
-        f"-Dlog4j2.configurationFile=file:{log4j} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-    )
-    env["SPARK_LAUNCHER_OPTS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    env["SPARK_DAEMON_JAVA_OPTS"] = f"-Dlog4j2.configurationFile=file:{log4j} {FAST_JVM}"
     env["SPARK_DAEMON_MEMORY"] = "512m"
     # The master's REST submission server would listen on the fixed port 6066.
     env["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"

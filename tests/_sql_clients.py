@@ -54,11 +54,12 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from _servers import (
+    FAST_JVM,
     HOST,
     REPO,
     ServerStartError,
@@ -206,11 +207,6 @@ def _run(
     return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 
-# C1 only and the serial GC: a Spark JVM (CLI call or server) starts in about half the time
-# on 2 busy cores (spark-sql -e "SELECT 1": ~29 s -> ~15 s); its queries here are tiny.
-_FAST_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
 def _client_env(base: Path) -> dict[str, str]:
     """A Spark CLI's or server's environment: loopback, the venv's Python for the workers,
     the checkout's lance_spark on their path, a conf dir with only the tests' log4j2
@@ -221,8 +217,6 @@ def _client_env(base: Path) -> dict[str, str]:
         shutil.copy(REPO / "conf" / "log4j2.properties", conf / "log4j2.properties")
     env = spark_env()
     env["SPARK_CONF_DIR"] = str(conf)
-    # The JVM that spark-class runs first to build the command line.
-    env["SPARK_LAUNCHER_OPTS"] = _FAST_START
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
     )
@@ -243,9 +237,7 @@ def _hive_settings(base: Path) -> dict[str, str]:
                 f"jdbc:derby:;databaseName={base / 'metastore_db'};create=true"
             ),
             # derby.log (and a relative metastore, if anything asks for one) stay in base.
-            "spark.driver.extraJavaOptions": (
-                f"{options} -Dderby.system.home={base} {_FAST_START}".strip()
-            ),
+            "spark.driver.extraJavaOptions": (f"{options} -Dderby.system.home={base}".strip()),
         }
     )
     return settings
@@ -298,6 +290,28 @@ def _split_errors(err: str, count: int, token: str, prefix: str) -> list[list[st
         elif _marker("", token) not in line:
             current.append(line)
     return blocks
+
+
+def _outcomes(
+    kind: str,
+    statements: Sequence[str],
+    results: list[list[Row]],
+    errors: list[list[str]],
+    error_of: Callable[[str], str],
+    failure: str,
+    logs: str,
+) -> list[Outcome]:
+    """``sql_each``'s answer from a text client's call: each statement's rows, or its error
+    (``error_of`` its stderr lines, ``""`` when none is an error). A statement with no marker
+    means the call ended early: raised with ``failure``, the call's error."""
+    if len(results) < len(statements) or len(errors) < len(statements):
+        raise SqlClientError(kind, statements[min(len(results), len(errors))], failure, logs)
+    return [
+        SqlClientError(kind, statement, message, logs)
+        if (message := error_of("\n".join(lines)))
+        else rows
+        for statement, rows, lines in zip(statements, results, errors, strict=True)
+    ]
 
 
 # --- classic ------------------------------------------------------------------------------
@@ -462,7 +476,7 @@ class ThriftClient:
             "--outputformat=csv2",
             *run,
         ]
-        env = {**self.server.env, "SPARK_BEELINE_OPTS": _FAST_START}  # beeline's JVM
+        env = {**self.server.env, "SPARK_BEELINE_OPTS": FAST_JVM}  # beeline's JVM
         code, out, err = _run(argv, env, self.server.base, CLI_TIMEOUT)
         # With -f beeline prints "\rnull<spaces>\rnull" (its progress line) around results.
         lines = _BEELINE_PROMPT.sub("", _BEELINE_PROGRESS.sub("", out)).splitlines()
@@ -490,16 +504,15 @@ class ThriftClient:
         script = _with_markers(statements, token, errors=True)
         code, results, err = self._call(script, token, len(statements), force=True)
         errors = _split_errors(err, len(statements), token, "Error: ")
-        if len(results) < len(statements) or len(errors) < len(statements):
-            failed = statements[min(len(results), len(errors))]
-            raise SqlClientError(
-                self.kind, failed, _beeline_error(err, code), self.server.describe()
-            )
-        outcomes: list[Outcome] = []
-        for statement, rows, lines in zip(statements, results, errors, strict=True):
-            message = _beeline_error("\n".join(lines), 0, default="")
-            outcomes.append(SqlClientError(self.kind, statement, message) if message else rows)
-        return outcomes
+        return _outcomes(
+            self.kind,
+            statements,
+            results,
+            errors,
+            lambda text: _beeline_error(text, code, default=""),
+            _beeline_error(err, code),
+            self.server.describe(),
+        )
 
 
 def _beeline_error(err: str, code: int, default: str | None = None) -> str:
@@ -641,8 +654,7 @@ class SparkSqlClient:
     def sql_script(self, statements: Sequence[str]) -> list[list[Row]]:
         token = uuid.uuid4().hex[:8]
         code, out, err, log = self._call(_with_markers(statements, token))
-        blocks = _split_at_markers(out.splitlines(), len(statements), token)
-        results = [[tuple(line.split("\t")) for line in block] for block in blocks]
+        results = _spark_sql_rows(out, len(statements), token)
         if len(results) < len(statements):
             failed = statements[len(results)]
             raise SqlClientError(
@@ -657,21 +669,21 @@ class SparkSqlClient:
             "--hiveconf",
             "hive.cli.errors.ignore=true",
         )
-        blocks = _split_at_markers(out.splitlines(), len(statements), token)
-        errors = _split_errors(err, len(statements), token, "[USER_RAISED_EXCEPTION] ")
-        if len(blocks) < len(statements) or len(errors) < len(statements):
-            failed = statements[min(len(blocks), len(errors))]
-            raise SqlClientError(
-                self.kind, failed, _spark_sql_error(err, code), f"--- {log} ---\n{log_tail(log)}"
-            )
-        outcomes: list[Outcome] = []
-        for statement, block, lines in zip(statements, blocks, errors, strict=True):
-            message = _spark_sql_error("\n".join(lines), 0, default="")
-            if message:
-                outcomes.append(SqlClientError(self.kind, statement, message, f"--- {log} ---"))
-            else:
-                outcomes.append([tuple(line.split("\t")) for line in block])
-        return outcomes
+        return _outcomes(
+            self.kind,
+            statements,
+            _spark_sql_rows(out, len(statements), token),
+            _split_errors(err, len(statements), token, "[USER_RAISED_EXCEPTION] "),
+            lambda text: _spark_sql_error(text, code, default=""),
+            _spark_sql_error(err, code),
+            f"--- {log} ---\n{log_tail(log)}",
+        )
+
+
+def _spark_sql_rows(out: str, count: int, token: str) -> list[list[Row]]:
+    """The rows of each statement that ran: the CLI's lines, tab-separated."""
+    blocks = _split_at_markers(out.splitlines(), count, token)
+    return [[tuple(line.split("\t")) for line in block] for block in blocks]
 
 
 def _escape(value: str) -> str:

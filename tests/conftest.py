@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _servers import FAST_JVM
 from hypothesis import settings
 
 # No per-example deadline: CI machines are shared and timings vary; speed lives in benchmarks/.
@@ -31,13 +32,10 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
 # Every Spark JVM the tests start (the sessions, servers, CLIs and drivers of their own, which
-# inherit this environment) with C1 only and the serial GC: the data is tiny, and on 2 busy
-# cores C2's compiler threads and a parallel GC cost more than they give (spark-sql -e
-# "SELECT 1": ~29 s -> ~15 s). SPARK_SUBMIT_OPTS goes to the driver's JVM, SPARK_LAUNCHER_OPTS
-# to the one spark-class runs first to build its command line.
-_FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", _FAST_JVM)
-os.environ.setdefault("SPARK_LAUNCHER_OPTS", _FAST_JVM)
+# inherit this environment) with _servers.FAST_JVM: SPARK_SUBMIT_OPTS goes to a driver's JVM,
+# SPARK_LAUNCHER_OPTS to the one spark-class runs first to build its command line.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM)
+os.environ.setdefault("SPARK_LAUNCHER_OPTS", FAST_JVM)
 
 
 CLASSIC = "classic"

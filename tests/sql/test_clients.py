@@ -19,6 +19,7 @@ from _sql_clients import (
     CLASSIC,
     SPARK_SQL,
     THRIFT,
+    Outcome,
     Row,
     SqlClient,
     SqlClientError,
@@ -27,6 +28,9 @@ from _sql_clients import (
 )
 
 from lance_spark.table.history import describe_version
+
+# A refused statement and a pattern its error names (None: any error).
+Refusal = tuple[str, str | None]
 
 
 def _table_name(client: SqlClient, what: str) -> str:
@@ -47,9 +51,7 @@ def _script_then_drop(client: SqlClient, statements: list[str], *tables: str) ->
                 client.sql(f"DROP TABLE IF EXISTS {table}")
 
 
-def _refused(
-    outcomes: list[list[Row] | SqlClientError], cases: list[tuple[str, str | None]]
-) -> None:
+def _refused(outcomes: list[Outcome], cases: list[Refusal]) -> None:
     """The last ``len(cases)`` outcomes of a ``sql_each`` are the cases' errors, each naming
     what it should (``None``: any error); the outcomes before them ran without one."""
     ran, failed = outcomes[: -len(cases)], outcomes[-len(cases) :]
@@ -185,7 +187,7 @@ def test_catalog_errors_name_what_is_missing(sql_client: SqlClient, tmp_path: Pa
     _write_pets(path)
     name = _table_name(sql_client, "missing")
     setup = [f"DROP TABLE IF EXISTS {name}", f"CREATE TABLE {name} USING lance LOCATION '{path}'"]
-    cases: list[tuple[str, str | None]] = [
+    cases: list[Refusal] = [
         (f"SELECT * FROM {name} VERSION AS OF 7", "version 7"),
         (f"SELECT * FROM {name} VERSION AS OF 'nope'", "nope"),
         (f"SELECT * FROM {name}.branch_nope", "nope"),
@@ -319,7 +321,7 @@ def test_index_errors_name_what_is_wrong(sql_client: SqlClient, tmp_path: Path) 
         f"CREATE TABLE {name} USING lance LOCATION '{path}'",
         f"CREATE INDEX id_idx ON {name} (id)",  # version 2
     ]
-    refused: list[tuple[str, str | None]] = [
+    refused: list[Refusal] = [
         (f"CREATE INDEX id_idx ON {name} (name)", "INDEX_ALREADY_EXISTS"),
         (f"CREATE INDEX two ON {name} (id, name)", "a Lance index covers one column; got 2"),
         (
@@ -391,7 +393,7 @@ def test_insert_replace_where_through_every_client(sql_client: SqlClient, tmp_pa
         f"INSERT INTO {name} REPLACE WHERE id >= 2 SELECT 20L AS id, 'x' AS name",
         f"SELECT id, name FROM {name} ORDER BY id",  # 3
     ]
-    refused: list[tuple[str, str | None]] = [
+    refused: list[Refusal] = [
         (
             f"INSERT INTO {name} REPLACE WHERE id >= 2 SELECT 0L, 'bad'",
             "DELTA_REPLACE_WHERE_MISMATCH",
@@ -426,7 +428,7 @@ def test_convert_to_lance_through_every_client(sql_client: SqlClient, tmp_path: 
     pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), broken / "a.parquet")
     pq.write_table(pa.table({"id": ["x"]}), broken / "b.parquet")
     target = tmp_path / "events.lance"
-    refused: list[tuple[str, str | None]] = [
+    refused: list[Refusal] = [
         (f"CONVERT TO LANCE parquet.`{source}` LOCATION '{target}'", "already exists"),
         (f"CONVERT TO LANCE parquet.`{target}` LOCATION '{tmp_path}/c.lance'", "is a Lance table"),
         (
@@ -495,7 +497,7 @@ def test_lance_search_through_every_client(sql_client: SqlClient, tmp_path: Path
     expected_ids = [str(i) for i in expected["id"].to_pylist()]
     lance.dataset(str(path)).create_branch("exp", 1)
     name = _table_name(sql_client, "search")
-    refused: list[tuple[str, str | None]] = [
+    refused: list[Refusal] = [
         (
             f"SELECT * FROM lance_search('{name}.branch_exp', {literal}, 3)",
             "searches a table's main branch",
@@ -659,7 +661,7 @@ def test_refused_ddl_changes_nothing(sql_client: SqlClient, tmp_path: Path) -> N
     _write_pets(path)
     name = _table_name(sql_client, "refused")
     setup = [f"DROP TABLE IF EXISTS {name}", f"DROP TABLE IF EXISTS {name}_new"]
-    cases: list[tuple[str, str | None]] = [
+    cases: list[Refusal] = [
         (
             f"CREATE TABLE {name}_new USING lance TBLPROPERTIES ('enable_stable_row_ids' = "
             "'true') AS SELECT 1 AS a",
