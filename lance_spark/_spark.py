@@ -52,7 +52,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.types import DataType, StructField, StructType
 
-from lance_spark.errors import CompanionNotFoundError, InvalidOptionError
+from lance_spark.errors import CompanionNotFoundError, InvalidArgumentError, InvalidOptionError
 
 _MARKER = "_lance_spark_with_active_session"
 _PATCHED: tuple[tuple[type, str], ...] = (
@@ -661,6 +661,15 @@ def column_text(column: Column) -> str:
     return str(java.toString())
 
 
+def column_sql(frame: DataFrame, column: Column) -> str:
+    """A Column as Spark SQL text that Spark parses back to the same expression, for a
+    statement the table API runs as SQL (classic: resolved against ``frame``; Connect: the
+    expression tree rendered exactly, :func:`render`)."""
+    if not is_connect(frame.sparkSession):
+        return expression_sql(frame, column)
+    return render(column._expr, exact=True)
+
+
 # Leaves that produce the same rows on every evaluation (nothing is read).
 _GENERATED_LEAVES = frozenset({"Range", "LocalRelation", "OneRowRelation"})
 # Spark calls these deterministic, but each query sees its own time. Matched in the plan's
@@ -1092,10 +1101,11 @@ _INFIX = {
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def render(expr: Any) -> str:
+def render(expr: Any, *, exact: bool = False) -> str:
     """Readable Spark SQL text of a Connect expression tree, for history and messages: infix
     operators, identifiers quoted where needed, SQL literals; nodes it does not know are shown
-    as Connect prints them."""
+    as Connect prints them, or (``exact``) refused with :class:`InvalidArgumentError`, for
+    text that Spark parses again as the same expression."""
     kind = type(expr).__name__
     if kind == "ColumnReference":
         parts = parse_identifier(str(expr._unparsed_identifier))
@@ -1111,45 +1121,57 @@ def render(expr: Any) -> str:
         return "*" if target is None else str(target)
     if kind == "ColumnAlias":
         names = ", ".join(_sql_identifier(str(a)) for a in expr._alias)
-        return f"{render(expr._child)} AS {names}"
+        return f"{render(expr._child, exact=exact)} AS {names}"
     if kind == "CastExpression":
         data_type = expr._data_type
         type_text = data_type if isinstance(data_type, str) else data_type.simpleString()
         cast = "TRY_CAST" if expr._eval_mode == "try" else "CAST"
-        return f"{cast}({render(expr._expr)} AS {str(type_text).upper()})"
+        return f"{cast}({render(expr._expr, exact=exact)} AS {str(type_text).upper()})"
     if kind == "CaseWhen":
-        branches = "".join(f" WHEN {render(c)} THEN {render(v)}" for c, v in expr._branches)
-        otherwise = "" if expr._else_value is None else f" ELSE {render(expr._else_value)}"
+        branches = "".join(
+            f" WHEN {render(c, exact=exact)} THEN {render(v, exact=exact)}"
+            for c, v in expr._branches
+        )
+        otherwise = (
+            "" if expr._else_value is None else f" ELSE {render(expr._else_value, exact=exact)}"
+        )
         return f"CASE{branches}{otherwise} END"
     if kind == "UnresolvedExtractValue":
-        return f"{render(expr._child)}[{render(expr._extraction)}]"
+        return f"{render(expr._child, exact=exact)}[{render(expr._extraction, exact=exact)}]"
     if kind == "UnresolvedFunction":
-        return _render_function(str(expr._name), list(expr._args), bool(expr._is_distinct))
+        return _render_function(
+            str(expr._name), list(expr._args), bool(expr._is_distinct), exact=exact
+        )
     if kind == "CommonInlineUserDefinedFunction":
-        args = ", ".join(render(a) for a in expr._arguments)
+        args = ", ".join(render(a, exact=exact) for a in expr._arguments)
         return f"{expr._function_name}({args})"
     if kind == "UnresolvedNamedLambdaVariable":
         return ".".join(str(p) for p in expr._name_parts)
     if kind == "LambdaFunction":
-        names = ", ".join(render(a) for a in expr._arguments)
+        names = ", ".join(render(a, exact=exact) for a in expr._arguments)
         names = names if len(expr._arguments) == 1 else f"({names})"
-        return f"{names} -> {render(expr._function)}"
+        return f"{names} -> {render(expr._function, exact=exact)}"
+    if exact:
+        raise InvalidArgumentError(
+            f"a Column holding {kind} cannot be run as a SQL statement's expression: pass it "
+            "as a SQL string (F.expr's text) instead"
+        )
     return repr(expr)
 
 
-def _render_function(name: str, args: list[Any], distinct: bool) -> str:
+def _render_function(name: str, args: list[Any], distinct: bool, *, exact: bool) -> str:
     lowered = name.lower()
     if lowered in _INFIX and len(args) == 2:
-        return f"({render(args[0])} {_INFIX[lowered]} {render(args[1])})"
+        return f"({render(args[0], exact=exact)} {_INFIX[lowered]} {render(args[1], exact=exact)})"
     if lowered == "not" and len(args) == 1:
-        return f"(NOT {render(args[0])})"
+        return f"(NOT {render(args[0], exact=exact)})"
     if lowered == "negative" and len(args) == 1:
-        return f"(- {render(args[0])})"
+        return f"(- {render(args[0], exact=exact)})"
     if lowered in ("isnull", "isnotnull") and len(args) == 1:
-        return f"({render(args[0])} IS {'NOT ' if lowered == 'isnotnull' else ''}NULL)"
+        return f"({render(args[0], exact=exact)} IS {'NOT ' if lowered == 'isnotnull' else ''}NULL)"
     if lowered == "in" and args:
-        return f"({render(args[0])} IN ({', '.join(render(a) for a in args[1:])}))"
-    inner = ", ".join(render(a) for a in args)
+        return f"({render(args[0], exact=exact)} IN ({', '.join(render(a, exact=exact) for a in args[1:])}))"
+    inner = ", ".join(render(a, exact=exact) for a in args)
     return f"{name}({'DISTINCT ' if distinct else ''}{inner})"
 
 
@@ -1432,6 +1454,20 @@ def companion_statement(spark: SparkSession, text: str) -> str | None:
     jvm: Any = spark._jvm
     found = jvm.lance_spark.companion.LanceSqlParser.translate(text)
     return None if found is None else str(found)
+
+
+def require_companion(spark: SparkSession, what: str, err: BaseException) -> None:
+    """Raise :class:`CompanionNotFoundError` (from ``err``, the failure of a statement Spark
+    could not plan) when the session has no companion serving Lance tables, which ``what``
+    needs; return otherwise (``err`` is then the statement's own error)."""
+    if serves_lance_tables(spark) and companion_enabled(spark):
+        return
+    raise CompanionNotFoundError(
+        f"{what} run as statements Spark plans, which needs the JVM companion in the "
+        "session: build it with lance_spark.configure(SparkSession.builder) (or a Spark "
+        "Connect server started with lance_spark.spark_conf()); python -m lance_spark doctor "
+        "checks a session"
+    ) from err
 
 
 def serves_lance_tables(spark: SparkSession) -> bool:

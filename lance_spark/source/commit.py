@@ -22,6 +22,7 @@ PROP_METRICS = "lance_spark.operationMetrics"
 PROP_USER_METADATA = "lance_spark.userMetadata"
 PROP_APP_ID = "lance_spark.appId"
 PROP_ENGINE = "lance_spark.engine"
+PROP_STATEMENT_ID = "lance_spark.statementId"
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class CommitInfo:
     # The Lance operation readers take the commit for when it is committed as another one
     # (an idempotent overwrite committed as an Update: see conflicting_overwrite_op).
     read_as: str | None = None
+    statement_id: str | None = None  # the table API's id of the statement (options.STATEMENT_ID)
 
     def properties(self) -> dict[str, str]:
         from lance_spark._version import __version__
@@ -55,6 +57,8 @@ class CommitInfo:
             props.update(self.txn.properties())
         if self.read_as is not None:
             props[PROP_READ_AS] = self.read_as
+        if self.statement_id is not None:
+            props[PROP_STATEMENT_ID] = self.statement_id
         return props
 
 

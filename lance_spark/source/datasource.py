@@ -168,6 +168,9 @@ class LanceDataSource(DataSource):
                 app_id=self.defaults.app_id or opts.spark_app_id,
                 auto_compact=opts.auto_compact,
                 max_rows_per_file=opts.max_rows_per_file,
+                user_metadata=opts.user_metadata,
+                statement_id=opts.statement_id,
+                parameters=opts.statement_parameters,
             )
         return _writer.plan_write(
             uri=uri,

@@ -125,6 +125,11 @@ SPARK_APP_ID = "sparkappid"
 ROW_LEVEL_OPERATION = "rowleveloperation"
 ROW_LEVEL_VERSION = "rowlevelversion"
 ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
+# The id the table API gives a MERGE / UPDATE / DELETE it runs as Spark SQL: recorded in the
+# history entry, where the table API finds the version (and the metrics) of its statement;
+# and the statement's history parameters (JSON: its predicate, the columns it sets).
+STATEMENT_ID = "statementid"
+STATEMENT_PARAMETERS = "statementparameters"
 # The catalog statement a write makes a table with, as its history entry names it (Delta's
 # names); without it a write is a WRITE. Set by the companion only.
 TABLE_OPERATION = "tableoperation"
@@ -169,6 +174,8 @@ WRITE_KEYS = frozenset(
         SPARK_APP_ID,
         ROW_LEVEL_OPERATION,
         ROW_LEVEL_VERSION,
+        STATEMENT_ID,
+        STATEMENT_PARAMETERS,
         TABLE_OPERATION,
     }
 )
@@ -193,7 +200,8 @@ STREAM_READ_KEYS = frozenset(
 STREAM_WRITE_KEYS = (
     WRITE_KEYS
     - {TXN_APP_ID, TXN_VERSION, REPLACE_WHERE, OVERWRITE_SCHEMA}
-    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION, TABLE_OPERATION}
+    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION, STATEMENT_ID, STATEMENT_PARAMETERS}
+    - {TABLE_OPERATION}
 ) | {
     STREAMING_QUERY_ID,
     CHECKPOINT_LOCATION,
@@ -210,6 +218,8 @@ _DISPLAY = {
     SPARK_APP_ID: "sparkAppId",
     ROW_LEVEL_OPERATION: "rowLevelOperation",
     ROW_LEVEL_VERSION: "rowLevelVersion",
+    STATEMENT_ID: "statementId",
+    STATEMENT_PARAMETERS: "statementParameters",
     TABLE_OPERATION: "tableOperation",
     STREAMING_QUERY_ID: "streamingQueryId",
     STARTING_VERSION: "startingVersion",
@@ -315,6 +325,8 @@ class WriteOptions:
     # A row-level operation's change rows (DELETE / UPDATE / MERGE) and its pinned version.
     row_level_operation: str | None = None
     row_level_version: int | None = None
+    statement_id: str | None = None  # the table API's id of a row-level statement
+    statement_parameters: Mapping[str, str] = field(default_factory=dict)
     table_operation: str | None = None  # the catalog statement that writes it (None: WRITE)
     streaming_query_id: str | None = None
     # replaceWhere: the Lance SQL predicate of the rows an overwrite replaces (None: all).
@@ -497,6 +509,8 @@ def parse_write_options(
         spark_app_id=_non_empty(opts, SPARK_APP_ID),
         row_level_operation=row_level[0],
         row_level_version=row_level[1],
+        statement_id=_non_empty(opts, STATEMENT_ID),
+        statement_parameters=_statement_parameters(opts),
         table_operation=_table_operation(opts),
         streaming_query_id=_non_empty(opts, STREAMING_QUERY_ID),
         uri=_uri(opts),
@@ -514,6 +528,22 @@ def parse_write_options(
         overwrite_schema=overwrite_schema,
         auto_compact=_auto_compact(opts, session_auto_compact or AutoCompact()),
     )
+
+
+def _statement_parameters(opts: Mapping[str, str]) -> dict[str, str]:
+    text = opts.get(STATEMENT_PARAMETERS)
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
+        raise InvalidOptionError(
+            f"option statementParameters={text!r} must be a JSON object of strings "
+            "(set by LanceTable's update / delete / merge)"
+        )
+    return {str(k): v for k, v in parsed.items()}
 
 
 def _auto_compact(opts: Mapping[str, str], session: AutoCompact) -> AutoCompact:

@@ -11,7 +11,7 @@ the versions committed since the pinned one (:mod:`lance_spark.source.conflicts`
 
 Two planners make change rows: Spark's own row-level planning of MERGE / UPDATE / DELETE,
 whose delta rows the companion hands to :class:`RowLevelWriter` (the ``lance`` source's writer
-of a row-level operation), and :mod:`lance_spark.table.changes` (the table API's).
+of a row-level operation), and :mod:`lance_spark.table.changes` (the table API's MERGE).
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ class Statement:
     predicate: str = "true"
     # What the statement reads, for the check against concurrent commits (default: any row).
     read_set: _conflicts.ReadSet = field(default_factory=_conflicts.ReadSet)
+    user_metadata: str | None = None  # the statement's userMetadata option
+    statement_id: str | None = None  # the table API's id of the statement
 
     def evolves(self, target: Target) -> bool:
         """The change writes columns the pinned table does not have."""
@@ -148,7 +150,9 @@ def commit(
         operation=change.operation,
         parameters=change.parameters,
         metrics=metrics,
+        user_metadata=change.user_metadata,
         app_id=app_id,
+        statement_id=change.statement_id,
     )
     operation: lance.LanceOperation.BaseOperation
     if evolved and change.write_schema is not None and not outcome.removed_fragment_ids:
@@ -619,6 +623,9 @@ def plan_writer(
     app_id: str | None,
     auto_compact: AutoCompact,
     max_rows_per_file: int,
+    user_metadata: str | None = None,
+    statement_id: str | None = None,
+    parameters: Mapping[str, str] | None = None,
 ) -> RowLevelWriter:
     """The writer of ``operation``'s change rows on the table at ``uri`` as its scan pinned it
     (``version``); ``spark_columns``: the names of the columns after :data:`DELTA_COLUMNS`
@@ -637,7 +644,11 @@ def plan_writer(
     writer = RowLevelWriter(
         target=Target(uri, version, ds.schema, bool(ds.has_stable_row_ids)),
         statement=Statement(
-            operation=operation, write_schema=None if operation == "DELETE" else ds.schema
+            operation=operation,
+            write_schema=None if operation == "DELETE" else ds.schema,
+            parameters=dict(parameters or {}),
+            user_metadata=user_metadata,
+            statement_id=statement_id,
         ),
         storage=dict(storage),
         app_id=app_id,

@@ -1,6 +1,12 @@
-"""Row-level changes as Spark jobs committed as one Lance transaction (design.md section 3).
+"""Row-level changes of the table API, committed as one Lance transaction each (design.md
+section 3).
 
-DELETE, UPDATE and MERGE all come down to one DataFrame of *change rows*: each names a
+``LanceTable.update`` and ``delete`` run as Spark SQL (:func:`run_sql`): Spark plans them as
+the companion's row-level operation, like the SQL statements; this module adds the redo on a
+conflicting commit and reads the statement's metrics from its history entry.
+
+``LanceTable.merge`` (until it too runs as Spark's MERGE) comes down to one DataFrame of
+*change rows*: each names a
 target row by its address (fragment id, offset; null for an inserted row), says what happens
 to it (``_KIND``), and, for rows that are written, carries the new values. Spark computes that
 DataFrame (conditions, joins, clause logic) from the table read at a pinned version with
@@ -28,6 +34,7 @@ committed before the check are checked like any other commit.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -40,12 +47,20 @@ from lance_spark import _spark
 from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
+    CommitConflictError,
     InvalidOptionError,
 )
 from lance_spark.source import dataset, row_level, session
 from lance_spark.source import reader as _reader
+from lance_spark.source.commit import PROP_METRICS, PROP_STATEMENT_ID
 from lance_spark.source.jobs import StagedJob, TaskResult
-from lance_spark.source.options import COLUMNS, encode_names
+from lance_spark.source.options import (
+    COLUMNS,
+    STATEMENT_ID,
+    STATEMENT_PARAMETERS,
+    STORAGE_PREFIX,
+    encode_names,
+)
 from lance_spark.table import jobs as _jobs
 from lance_spark.table import maintenance
 from lance_spark.table.context import TableContext
@@ -92,26 +107,19 @@ def delete_where(
     condition: str | Column | None,
     app_id: str | None,
 ) -> int:
-    """Delete the rows matching ``condition`` (all rows when None); returns how many."""
-
-    def plan(pinned: Pinned) -> ChangePlan:
-        needed = set()
-        if condition is not None:
-            needed = referenced_columns(pinned.rows, pinned, [as_column(condition)])
-        target = narrow(spark, pinned, needed, storage)
-        rows, predicate = _matching(target, condition)
-        return ChangePlan(
-            rows=rows.select(*target.address(), F.lit(row_level.KIND_DELETE).alias(row_level.KIND)),
-            statement=row_level.Statement(
-                operation="DELETE",
-                write_schema=None,
-                parameters={"predicate": predicate},
-                predicate=predicate,
-            ),
-            check_cardinality=False,
-        )
-
-    return run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan).deleted
+    """Delete the rows matching ``condition`` (all rows when None); returns how many. Spark
+    plans the DELETE (the companion's row-level operation), as it does the SQL statement."""
+    text = _SqlText(spark, uri, storage)
+    predicate = "true" if condition is None else text(condition)
+    where = "" if condition is None else f" WHERE {predicate}"
+    counts = run_sql(
+        spark,
+        uri=uri,
+        storage=storage,
+        parameters={"predicate": predicate},
+        statement=lambda target: f"DELETE FROM {target}{where}",
+    )
+    return counts.deleted
 
 
 def update_where(
@@ -123,43 +131,115 @@ def update_where(
     assignments: Mapping[str, str | Column],
     app_id: str | None,
 ) -> int:
-    """Set ``assignments`` (column -> SQL expression or Column) on the matching rows."""
-
-    def plan(target: Pinned) -> ChangePlan:
-        names = target.schema.names
-        by_lower = {n.lower(): n for n in names}
-        unknown = sorted(k for k in assignments if k.lower() not in by_lower)
-        if unknown:
-            raise ColumnNotFoundError(
-                f"UPDATE sets column {unknown[0]!r}, which the Lance table at {uri!r} does not "
-                f"have; columns: {', '.join(names)}"
-            )
-        # Spark resolves names case-insensitively; so does SET.
-        named = {by_lower[k.lower()]: v for k, v in assignments.items()}
-        rows, predicate = _matching(target, condition)
-        types = {f.name: f.dataType for f in target.rows.schema.fields}
-        values = [
-            check_deterministic(rows, as_column(named[name]), f"SET {name}")
-            .cast(types[name])
-            .alias(name)
-            if name in named
-            else F.col(_spark.quote_identifier(name))
-            for name in names
-        ]
-        return ChangePlan(
-            rows=rows.select(
-                *target.address(), F.lit(row_level.KIND_UPDATE).alias(row_level.KIND), *values
-            ),
-            statement=row_level.Statement(
-                operation="UPDATE",
-                write_schema=target.schema,
-                parameters={"predicate": predicate, "set": ", ".join(sorted(assignments))},
-                predicate=predicate,
-            ),
-            check_cardinality=False,
+    """Set ``assignments`` (column -> SQL expression or Column) on the matching rows. Spark
+    plans the UPDATE (the companion's row-level operation), as it does the SQL statement."""
+    names = dataset.open_latest(uri, storage=storage).schema.names
+    by_lower = {n.lower(): n for n in names}
+    unknown = sorted(k for k in assignments if k.lower() not in by_lower)
+    if unknown:
+        raise ColumnNotFoundError(
+            f"UPDATE sets column {unknown[0]!r}, which the Lance table at {uri!r} does not "
+            f"have; columns: {', '.join(names)}"
         )
+    text = _SqlText(spark, uri, storage)
+    sets = ", ".join(
+        f"{_spark.quote_identifier(by_lower[k.lower()])} = {text(v)}"
+        for k, v in assignments.items()
+    )
+    predicate = "true" if condition is None else text(condition)
+    where = "" if condition is None else f" WHERE {predicate}"
+    counts = run_sql(
+        spark,
+        uri=uri,
+        storage=storage,
+        parameters={"predicate": predicate, "set": ", ".join(sorted(assignments))},
+        statement=lambda target: f"UPDATE {target} SET {sets}{where}",
+    )
+    return counts.updated
 
-    return run(spark, uri=uri, storage=storage, app_id=app_id, plan=plan).updated
+
+class _SqlText:
+    """The SQL text of a statement's expressions: a string as it is, a Column rendered
+    (resolved against the table on classic: :func:`_spark.column_sql`)."""
+
+    def __init__(self, spark: SparkSession, uri: str, storage: Mapping[str, str]) -> None:
+        self._spark = spark
+        self._uri = uri
+        self._storage = storage
+        self._frame: DataFrame | None = None
+
+    def __call__(self, value: str | Column) -> str:
+        if isinstance(value, str):
+            return value
+        if self._frame is None:
+            self._frame = session.lance_reader(self._spark, self._storage).load(self._uri)
+        return _spark.column_sql(self._frame, value)
+
+
+def run_sql(
+    spark: SparkSession,
+    *,
+    uri: str,
+    storage: Mapping[str, str],
+    parameters: Mapping[str, str],
+    statement: Callable[[str], str],
+) -> row_level.ChangeCounts:
+    """Run a MERGE / UPDATE / DELETE on the table at ``uri`` as Spark SQL, which the
+    companion's catalog plans as a row-level operation (one version, or none when no row
+    changes); ``statement`` makes the text from the target (the table with its options).
+    Redone when a concurrent commit overlaps it (:func:`_jobs.with_retry`, then
+    :class:`~lance_spark.errors.ConcurrentModificationError`). Returns what the committed
+    version's history entry says it changed, found by the statement's id."""
+    statement_id = uuid.uuid4().hex
+    options = {
+        STATEMENT_ID: statement_id,
+        STATEMENT_PARAMETERS: json.dumps(dict(parameters), sort_keys=True),
+        **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items()},
+    }
+    listed = ", ".join(
+        f"{_spark.sql_string(k)} = {_spark.sql_string(v)}" for k, v in options.items()
+    )
+    text = statement(f"lance.{_spark.quote_identifier(uri)} WITH ({listed})")
+
+    def attempt() -> int:
+        before = statement_version(uri, storage)
+        try:
+            with _spark.connector_errors("lance"):
+                spark.sql(text).collect()
+        except CommitConflictError:
+            raise
+        except Exception as err:
+            _spark.require_companion(spark, "LanceTable's MERGE, UPDATE and DELETE", err)
+            raise
+        return before
+
+    before = _jobs.with_retry(attempt)
+    return _committed_counts(uri, storage, before, statement_id)
+
+
+def statement_version(uri: str, storage: Mapping[str, str]) -> int:
+    """The latest version before an attempt of a statement (each attempt reads it once)."""
+    return int(dataset.open_latest(uri, storage=storage).version)
+
+
+def _committed_counts(
+    uri: str, storage: Mapping[str, str], before: int, statement_id: str
+) -> row_level.ChangeCounts:
+    """The rows the version that holds ``statement_id`` changed (none: no version)."""
+    ds = dataset.open_latest(uri, storage=storage)
+    for version in range(int(ds.version), before, -1):
+        tx = dataset.transaction(ds, version)
+        props = dict((tx.transaction_properties or {}) if tx is not None else {})
+        if props.get(PROP_STATEMENT_ID) != statement_id:
+            continue
+        metrics = json.loads(props.get(PROP_METRICS) or "{}")
+        return row_level.ChangeCounts(
+            version=version,
+            updated=int(metrics.get("numUpdatedRows", 0)),
+            deleted=int(metrics.get("numDeletedRows", 0)),
+            inserted=int(metrics.get("numInsertedRows", 0)),
+        )
+    return row_level.ChangeCounts(version=None, updated=0, deleted=0, inserted=0)
 
 
 def run(
@@ -266,13 +346,6 @@ def referenced_columns(frame: DataFrame, target: Pinned, columns: Iterable[Colum
     return _spark.referenced_columns(frame, target.rows, columns)
 
 
-def _matching(target: Pinned, condition: str | Column | None) -> tuple[DataFrame, str]:
-    if condition is None:
-        return target.rows, "true"
-    column = check_deterministic(target.rows, as_column(condition), "the condition")
-    return target.rows.filter(column), condition_text(target.rows, condition)
-
-
 def check_deterministic(frame: DataFrame, column: Column, what: str) -> Column:
     """``column`` resolved against ``frame``; rejects a non-deterministic expression."""
     verdict = _spark.deterministic(frame, column)
@@ -284,12 +357,6 @@ def check_deterministic(frame: DataFrame, column: Column, what: str) -> Column:
             "however often it is evaluated"
         )
     return column
-
-
-def condition_text(frame: DataFrame, condition: str | Column) -> str:
-    if isinstance(condition, str):
-        return condition
-    return _spark.condition_sql(frame, condition)
 
 
 def as_column(value: str | Column) -> Column:

@@ -61,6 +61,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
         filtered_then_all = (reused.where("id > 10").count(), reused.count())
         insert = _insert_between_tables(spark, uri) if mode == "missing" else None
         public_api = _public_api_without_jar() if mode == "missing" else None
+        table_api = _table_api_without_jar(spark, uri) if mode == "missing" else None
         # The other reuse patterns of SPARK-58551: a temp view queried twice, a self-join.
         table().createOrReplaceTempView("companion_view")
         view = [
@@ -85,6 +86,7 @@ def main(mode: str, uri: str) -> dict[str, Any]:
             "reused": filtered_then_all,
             "insert": insert,
             "public_api": public_api,
+            "table_api": table_api,
             "view": view,
             "self_join": self_join,
             "conf": {
@@ -111,6 +113,27 @@ def _public_api_without_jar() -> dict[str, str]:
         except lance_spark.CompanionNotFoundError as err:
             raised[name] = str(err)
     return raised
+
+
+def _table_api_without_jar(spark: SparkSession, uri: str) -> dict[str, Any]:
+    """What ``LanceTable.update`` and ``delete`` (statements Spark plans through the
+    companion) raise without it, and the table's version before and after."""
+    import lance
+
+    table = lance_spark.LanceTable.forPath(spark, uri)
+    before = lance.dataset(uri).version
+    raised = {}
+    calls = {
+        "update": lambda: table.update("id < 3", {"id": "id + 100"}),
+        "delete": lambda: table.delete("id < 3"),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            raised[name] = "nothing"
+        except Exception as err:  # noqa: BLE001 - the test checks the type and message
+            raised[name] = f"{type(err).__name__}: {err}"
+    return {"raised": raised, "before": before, "after": lance.dataset(uri).version}
 
 
 def _insert_between_tables(spark: SparkSession, uri: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@ failed job, and a MERGE into a 1M-row table that leaves untouched fragments alon
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pytest
 from lance.fragment import write_fragments
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lance_spark import ConcurrentModificationError, LanceTable
 from lance_spark.source import commit as _commit
@@ -67,13 +69,41 @@ def racing_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     yield state
 
 
+def _racing_value(spark: SparkSession, uri: str, flag: Path) -> str:
+    """A SQL function returning its argument that, the first time it runs (in the task of
+    the statement's first attempt), has another writer commit an Update of row 41 of
+    fragment 0 before the statement commits (plain pylance, as another job would)."""
+
+    @F.udf("string")
+    def racing(value: str) -> str:
+        if not flag.exists():
+            flag.touch()
+            ds = lance.dataset(uri)
+            changed = ds.get_fragment(0).delete_rows([41])
+            new = write_fragments(
+                pa.table({"id": pa.array([10_041], pa.int64()), "val": ["other"]}),
+                uri,
+                schema=ds.schema,
+            )
+            operation = lance.LanceOperation.Update(updated_fragments=[changed], new_fragments=new)
+            lance.LanceDataset.commit(uri, operation, read_version=ds.version)
+        return value
+
+    name = f"racing_{uuid.uuid4().hex[:8]}"
+    spark.udf.register(name, racing)
+    return name
+
+
 def test_retryable_conflict_is_redone_on_the_new_version(
-    spark: SparkSession, table_uri: str, racing_commit: dict[str, int]
+    spark: SparkSession, table_uri: str, tmp_path: Path
 ) -> None:
+    """UPDATE (planned by Spark) meets a concurrent commit of the fragment it changes: its
+    first attempt is refused (ConcurrentModificationError in the commit), and the table API
+    redoes it on the new version."""
     t = _table(spark, table_uri)
     version = lance.dataset(table_uri).version
-    assert t.update("id < 5", {"val": "'mine'"}).first().num_affected_rows == 5
-    assert racing_commit["calls"] == 2  # the first attempt lost the race, the second won
+    racing = _racing_value(spark, table_uri, tmp_path / "raced")
+    assert t.update("id < 5", {"val": f"{racing}('mine')"}).first().num_affected_rows == 5
     ds = lance.dataset(table_uri)
     assert ds.version == version + 2  # the other writer's version, then ours
     rows = {r["id"]: r["val"] for r in ds.to_table().to_pylist()}

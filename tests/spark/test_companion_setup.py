@@ -88,6 +88,13 @@ def test_without_the_jar_register_warns_once_and_reads_stay_right(uri: str, tmp_
     assert insert["error"] is not None and "lance_spark.configure" in insert["error"]
     assert "needs the table's path" in insert["error"]
     assert insert["before"] == insert["after"]
+    # LanceTable.update / delete are statements Spark plans through the companion: without
+    # it they fail naming what to do, and the table does not change.
+    table_api = result["table_api"]
+    for name, raised in table_api["raised"].items():
+        assert raised.startswith("CompanionNotFoundError: "), (name, raised)
+        assert "lance_spark.configure" in raised, name
+    assert table_api["before"] == table_api["after"]
 
 
 def test_a_plain_session_hears_once_which_recommended_settings_it_lacks(

@@ -132,17 +132,22 @@ def _committed_predicates(uri: str, since: int) -> list[str]:
 
 @pytest.fixture
 def attempts(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts the attempts of row-level statements (each attempt pins the table once)."""
+    """Counts the attempts of row-level statements (each attempt of a MERGE pins the table
+    once; each attempt of an UPDATE or DELETE, which Spark plans, reads its latest version
+    once)."""
     counter = {"attempts": 0}
     lock = threading.Lock()
-    real = changes.pin
 
-    def pin(*args: Any, **kwargs: Any) -> changes.Pinned:
-        with lock:
-            counter["attempts"] += 1
-        return real(*args, **kwargs)
+    def counted(real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                counter["attempts"] += 1
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(changes, "pin", pin)
+        return call
+
+    monkeypatch.setattr(changes, "pin", counted(changes.pin))
+    monkeypatch.setattr(changes, "statement_version", counted(changes.statement_version))
     return counter
 
 

@@ -428,6 +428,33 @@ def test_delete_forms(
     ] * 3
 
 
+def test_statement_options_reach_the_commit(
+    spark: SparkSession, table_uri: str, view: Callable[..., str]
+) -> None:
+    """``WITH (...)`` after the target of MERGE / UPDATE / DELETE passes write options to the
+    statement's commit: userMetadata lands in each version's history entry; the statement's
+    read does not take them for read options (it would refuse userMetadata)."""
+    make_target(spark, table_uri, TARGET)
+    src = view(spark.createDataFrame([(1, "A", 11), (9, "z", 90)], "id long, val string, n int"))
+    spark.sql(
+        f"MERGE INTO lance.`{table_uri}` AS t WITH ('userMetadata' = 'merge note') "
+        f"USING {src} AS s ON s.id = t.id "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+    spark.sql(
+        f"UPDATE lance.`{table_uri}` AS t WITH ('userMetadata' = 'update note') "
+        "SET val = 'q' WHERE t.id = 2"
+    )
+    spark.sql(f"DELETE FROM lance.`{table_uri}` WITH ('userMetadata' = 'delete note') WHERE id = 3")
+    history = LanceTable.forPath(spark, table_uri).history(3).collect()
+    assert [(h.operation, h.userMetadata) for h in history] == [
+        ("DELETE", "delete note"),
+        ("UPDATE", "update note"),
+        ("MERGE", "merge note"),
+    ]
+    assert table_rows(table_uri) == [(1, "A", 11), (2, "q", 20), (4, None, 40), (9, "z", 90)]
+
+
 # Columns named by keywords that Spark's parser takes as names unquoted.
 KEYWORD_COLUMNS = ("values", "key", "value", "date", "timestamp", "comment", "data", "format")
 

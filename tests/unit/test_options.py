@@ -214,6 +214,8 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "rowleveloperation": "merge",
         "rowlevelversion": "4",
         "tableoperation": "create table as select",
+        "statementid": "abc",
+        "statementparameters": '{"predicate": "id > 1"}',
     }
     # txnAppId and txnVersion go together; so do rowLevelOperation and rowLevelVersion.
     partner = {
@@ -251,6 +253,19 @@ def test_row_level_options_go_together_and_name_the_operation() -> None:
         parse_write_options({"path": "/t", "rowLevelOperation": "upsert", "rowLevelVersion": "1"})
     with pytest.raises(InvalidOptionError, match="rowLevelOperation"):
         parse_write_options({"rowLevelOperation": "MERGE", "rowLevelVersion": "1"}, streaming=True)
+
+
+def test_statement_options_of_the_table_api() -> None:
+    opts = parse_write_options(
+        {"path": "/t", "statementId": "s1", "statementParameters": '{"predicate": "id < 3"}'}
+    )
+    assert (opts.statement_id, dict(opts.statement_parameters)) == ("s1", {"predicate": "id < 3"})
+    assert parse_write_options({"path": "/t"}).statement_parameters == {}
+    for bad in ("[1]", "{", '{"predicate": 1}'):
+        with pytest.raises(InvalidOptionError, match=r"statementParameters=.*JSON object"):
+            parse_write_options({"path": "/t", "statementParameters": bad})
+    with pytest.raises(InvalidOptionError, match="statementId"):
+        parse_write_options({"statementId": "s1"}, streaming=True)
 
 
 # --- branches -------------------------------------------------------------------------------

@@ -155,10 +155,19 @@ final class LanceCatalogTable extends PythonTableView
     return () -> new LanceRowLevelOperation(this, info.command(), version);
   }
 
-  /** The companion's scan of the table at {@code version} (a row-level operation's read). */
+  /**
+   * The companion's scan of the table at {@code version} (a row-level operation's read).
+   * {@code options} are the statement's ({@code MERGE INTO t WITH (...)}): write options
+   * (userMetadata, ...), which reach the write; the scan takes only their object-store
+   * settings.
+   */
   ScanBuilder scanAt(long version, CaseInsensitiveStringMap options) {
     Map<String, String> merged = new HashMap<>(fixed.asCaseSensitiveMap());
-    merged.putAll(options.asCaseSensitiveMap());
+    options.asCaseSensitiveMap().forEach((key, value) -> {
+      if (key.toLowerCase(java.util.Locale.ROOT).startsWith(LanceSessionCatalog.STORAGE_PREFIX)) {
+        merged.put(key, value);
+      }
+    });
     merged.put(LanceSessionCatalog.VERSION_AS_OF, Long.toString(version));
     return new LanceScanBuilder(
         dataSource, python.name(), python.schema(), new CaseInsensitiveStringMap(merged));
