@@ -48,6 +48,7 @@ from lance_spark.errors import (
     CardinalityViolationError,
     ColumnNotFoundError,
     CommitConflictError,
+    InvalidArgumentError,
     InvalidOptionError,
 )
 from lance_spark.source import dataset, row_level, session
@@ -111,7 +112,7 @@ def delete_where(
     plans the DELETE (the companion's row-level operation), as it does the SQL statement."""
     text = _SqlText(spark, uri, storage)
     predicate = "true" if condition is None else text(condition)
-    where = "" if condition is None else f" WHERE {predicate}"
+    where = "" if condition is None else f" WHERE {_enclosed(predicate)}"
     counts = run_sql(
         spark,
         uri=uri,
@@ -143,11 +144,11 @@ def update_where(
         )
     text = _SqlText(spark, uri, storage)
     sets = ", ".join(
-        f"{_spark.quote_identifier(by_lower[k.lower()])} = {text(v)}"
+        f"{_spark.quote_identifier(by_lower[k.lower()])} = {_enclosed(text(v))}"
         for k, v in assignments.items()
     )
     predicate = "true" if condition is None else text(condition)
-    where = "" if condition is None else f" WHERE {predicate}"
+    where = "" if condition is None else f" WHERE {_enclosed(predicate)}"
     counts = run_sql(
         spark,
         uri=uri,
@@ -156,6 +157,59 @@ def update_where(
         statement=lambda target: f"UPDATE {target} SET {sets}{where}",
     )
     return counts.updated
+
+
+def _enclosed(expression: str) -> str:
+    """A user's expression text as one expression of the statement: in parentheses, on lines
+    of its own, so that a ``--`` comment in it ends with it and it cannot take in the clauses
+    after it (a ``SET`` value's comment would otherwise drop the ``WHERE``). Text that closes
+    a parenthesis it did not open (``id = 2) OR (true``) or leaves a string, a quoted name, a
+    comment or a parenthesis open would change the statement around it: refused."""
+    problem = _unbalanced(expression)
+    if problem is not None:
+        raise InvalidArgumentError(f"{expression!r} is not one SQL expression: it {problem}")
+    return f"(\n{expression}\n)"
+
+
+def _unbalanced(text: str) -> str | None:
+    """What keeps ``text`` from being one parenthesised expression (None: nothing), reading
+    Spark SQL's strings ('...', "...", r'...'), quoted names (`...`) and comments."""
+    depth = 0
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char in "'\"`":
+            raw = (
+                char != "`"
+                and i > 0
+                and text[i - 1] in "rR"
+                and (i < 2 or not (text[i - 2].isalnum() or text[i - 2] == "_"))
+            )
+            j = i + 1
+            while j < len(text) and text[j] != char:
+                j += 2 if text[j] == "\\" and char != "`" and not raw else 1
+            if j >= len(text):
+                return f"leaves the quote {char} at position {i} open"
+            i = j + 1
+            continue
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end + 1
+            continue
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                return f"leaves the comment at position {i} open"
+            i = end + 2
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return f"closes a parenthesis it did not open at position {i}"
+        i += 1
+    return None if depth == 0 else "leaves a parenthesis open"
 
 
 class _SqlText:
@@ -191,10 +245,13 @@ def run_sql(
     :class:`~lance_spark.errors.ConcurrentModificationError`). Returns what the committed
     version's history entry says it changed, found by the statement's id."""
     statement_id = uuid.uuid4().hex
+    # The session's own storage settings reach the statement's read and write without being
+    # named; only the table's others (LanceTable.forPath(storage_options=...)) are passed.
+    known = session.session_storage(spark)
     options = {
         STATEMENT_ID: statement_id,
         STATEMENT_PARAMETERS: json.dumps(dict(parameters), sort_keys=True),
-        **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items()},
+        **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items() if known.get(k) != v},
     }
     listed = ", ".join(
         f"{_spark.sql_string(k)} = {_spark.sql_string(v)}" for k, v in options.items()

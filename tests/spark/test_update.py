@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import LanceTable
+from lance_spark.errors import InvalidArgumentError
 
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
@@ -70,6 +71,28 @@ def test_update_with_column_condition_and_values(spark: SparkSession, table_uri:
     after = _rows(table_uri)
     assert all(after[i]["age"] == (i % 7) * 10 for i in range(990, 1000))
     assert after[995]["v"] == [9.0, 9.0] and after[5]["v"] == [5.0, 0.5]
+
+
+def test_update_expressions_stay_whole_in_the_statement(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """update() runs as Spark's UPDATE; each expression the caller gives stays one expression
+    of it: a ``--`` comment in a value does not take in the WHERE after it, and text that is
+    not one expression is refused without a change."""
+    t = _table(spark, table_uri)
+    result = t.update("id = 1 -- the first", {"age": "100 -- a hundred", "label": "'x'"})
+    assert result.first().num_affected_rows == 1
+    after = _rows(table_uri)
+    assert (after[1]["age"], after[1]["label"]) == (100, "x")
+    assert after[2]["age"] == 2 and after[2]["label"] == "l2"
+    version = lance.dataset(table_uri).version
+    with pytest.raises(InvalidArgumentError, match="not one SQL expression"):
+        t.update("id = 2", {"age": "1), label = ('y'"})
+    with pytest.raises(InvalidArgumentError, match="closes a parenthesis it did not open"):
+        t.delete("id = 2) OR (true")
+    with pytest.raises(InvalidArgumentError, match="comment"):
+        t.delete("id = 2 /* (")
+    assert lance.dataset(table_uri).version == version
 
 
 def test_update_nothing_matched_and_errors(spark: SparkSession, table_uri: str) -> None:

@@ -157,14 +157,17 @@ final class LanceCatalogTable extends PythonTableView
 
   /**
    * The companion's scan of the table at {@code version} (a row-level operation's read).
-   * {@code options} are the statement's ({@code MERGE INTO t WITH (...)}): write options
-   * (userMetadata, ...), which reach the write; the scan takes only their object-store
+   * {@code options} are the relation's: the statement's ({@code MERGE INTO t WITH (...)}),
+   * write options (userMetadata, ...) that reach the write, and the key filter
+   * {@link LanceMergePruning} adds; the scan takes that filter and the object-store
    * settings.
    */
   ScanBuilder scanAt(long version, CaseInsensitiveStringMap options) {
     Map<String, String> merged = new HashMap<>(fixed.asCaseSensitiveMap());
     options.asCaseSensitiveMap().forEach((key, value) -> {
-      if (key.toLowerCase(java.util.Locale.ROOT).startsWith(LanceSessionCatalog.STORAGE_PREFIX)) {
+      String lower = key.toLowerCase(java.util.Locale.ROOT);
+      if (lower.startsWith(LanceSessionCatalog.STORAGE_PREFIX)
+          || lower.equals(LanceMergePruning.FILTER_OPTION)) {
         merged.put(key, value);
       }
     });
