@@ -106,13 +106,10 @@ def delete_where(
     uri: str,
     storage: Mapping[str, str],
     condition: str | Column | None,
-    app_id: str | None,
 ) -> int:
     """Delete the rows matching ``condition`` (all rows when None); returns how many. Spark
     plans the DELETE (the companion's row-level operation), as it does the SQL statement."""
-    text = _SqlText(spark, uri, storage)
-    predicate = "true" if condition is None else text(condition)
-    where = "" if condition is None else f" WHERE {_enclosed(predicate)}"
+    predicate, where = _where(_SqlText(spark, uri, storage), condition)
     counts = run_sql(
         spark,
         uri=uri,
@@ -130,7 +127,6 @@ def update_where(
     storage: Mapping[str, str],
     condition: str | Column | None,
     assignments: Mapping[str, str | Column],
-    app_id: str | None,
 ) -> int:
     """Set ``assignments`` (column -> SQL expression or Column) on the matching rows. Spark
     plans the UPDATE (the companion's row-level operation), as it does the SQL statement."""
@@ -147,8 +143,7 @@ def update_where(
         f"{_spark.quote_identifier(by_lower[k.lower()])} = {_enclosed(text(v))}"
         for k, v in assignments.items()
     )
-    predicate = "true" if condition is None else text(condition)
-    where = "" if condition is None else f" WHERE {_enclosed(predicate)}"
+    predicate, where = _where(text, condition)
     counts = run_sql(
         spark,
         uri=uri,
@@ -157,6 +152,14 @@ def update_where(
         statement=lambda target: f"UPDATE {target} SET {sets}{where}",
     )
     return counts.updated
+
+
+def _where(text: _SqlText, condition: str | Column | None) -> tuple[str, str]:
+    """The condition's text for the history entry, and the statement's WHERE clause."""
+    if condition is None:
+        return "true", ""
+    predicate = text(condition)
+    return predicate, f" WHERE {_enclosed(predicate)}"
 
 
 def _enclosed(expression: str) -> str:

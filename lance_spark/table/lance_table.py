@@ -378,7 +378,6 @@ class LanceTable:
             uri=self._uri,
             storage=self._storage,
             condition=condition,
-            app_id=self._context.app_id,
         )
         return self._one_row({"num_affected_rows": deleted}, ("num_affected_rows",))
 
@@ -406,7 +405,6 @@ class LanceTable:
             storage=self._storage,
             condition=condition,
             assignments=set,
-            app_id=self._context.app_id,
         )
         return self._one_row({"num_affected_rows": updated}, ("num_affected_rows",))
 
