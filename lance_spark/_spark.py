@@ -43,7 +43,7 @@ import re
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -411,6 +411,11 @@ def quote_identifier(name: str) -> str:
 def sql_string(value: str) -> str:
     """``value`` as a Spark SQL string literal (backslashes and quotes escaped)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_pairs(pairs: Mapping[str, str]) -> str:
+    """``'k1' = 'v1', 'k2' = 'v2'``: the list of an OPTIONS, WITH or TBLPROPERTIES clause."""
+    return ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in pairs.items())
 
 
 def is_connect(spark: SparkSession) -> bool:

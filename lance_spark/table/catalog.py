@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import lance
 from pyspark.sql import DataFrame, SparkSession
 
-from lance_spark._spark import plain_sql, serves_lance_tables, sql_string
+from lance_spark._spark import plain_sql, serves_lance_tables, sql_pairs, sql_string
 from lance_spark.source import dataset
 from lance_spark.source.datasource import FORMAT_NAME
 
@@ -125,5 +125,5 @@ def _set_entry_properties(execute: Run, name: str, config: Mapping[str, str]) ->
     kept = {k: v for k, v in config.items() if k.lower() not in RESERVED_PROPERTIES}
     if kept:
         # Not in CREATE TABLE: Spark would hand them to the data source as read options.
-        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(kept.items()))
+        pairs = sql_pairs(dict(sorted(kept.items())))
         execute(f"ALTER TABLE {name} SET TBLPROPERTIES ({pairs})")

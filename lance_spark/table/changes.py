@@ -256,16 +256,13 @@ def run_sql(
         STATEMENT_PARAMETERS: json.dumps(dict(parameters), sort_keys=True),
         **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items() if known.get(k) != v},
     }
-    listed = ", ".join(
-        f"{_spark.sql_string(k)} = {_spark.sql_string(v)}" for k, v in options.items()
-    )
-    text = statement(f"lance.{_spark.quote_identifier(uri)} WITH ({listed})")
+    text = statement(f"lance.{_spark.quote_identifier(uri)} WITH ({_spark.sql_pairs(options)})")
 
     def attempt() -> int:
         before = statement_version(uri, storage)
         try:
             with _spark.connector_errors("lance"):
-                spark.sql(text).collect()
+                _spark.plain_sql(spark)(text).collect()
         except CommitConflictError:
             raise
         except Exception as err:
