@@ -9,7 +9,9 @@ by version, the manifests committed since that read (the fragment lists, nothing
 - rows were added (new fragments, or fragments whose data files changed) that the statement's
   read set may contain: for a MERGE whose ON condition holds ``target.k = source.k`` and whose
   source keys were collected (:mod:`lance_spark.table.merge_pruning`), the added rows' ``k`` is read
-  (that column of those fragments only) and compared with the source's keys; for every other
+  (that column of those fragments only) and compared with the source's keys; for a MERGE
+  Spark planned whose target read the companion pruned to the source's keys, the added rows
+  matching that Lance filter are counted (``ReadSet.filter``); for every other
   statement (UPDATE / DELETE conditions, MERGE without such keys, ``WHEN NOT MATCHED BY
   SOURCE``) any added row counts, which is conservative. Compaction (Lance ``Rewrite``) only
   moves rows: it overlaps only through the fragments it replaces;
@@ -55,13 +57,16 @@ class KeyReadSet:
 class ReadSet:
     """What a statement reads, as far as conflicts go.
 
-    ``key`` None: any row may be read (conservative). ``untouched_rows``: the statement may
+    ``key`` and ``filter`` None: any row may be read (conservative). ``untouched_rows``: the statement may
     read rows it does not change (a MERGE's matched rows no clause acts on), so a concurrent
     deletion of such a row changes its outcome; an UPDATE or DELETE changes every row its
     condition reads, and a deleted one shows up as a changed fragment."""
 
     key: KeyReadSet | None = None
     untouched_rows: bool = False
+    # A Lance SQL predicate every row the statement reads satisfies (the key filter of a MERGE
+    # Spark planned, as the companion's pruning read it); used when ``key`` is None.
+    filter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ def find_overlap(
             i for i, doc in current.items() if _data_files(doc) != _data_files(previous.get(i))
         )
         if added and name not in _MOVES_ROWS:
-            what = _read_overlap(ds, added, read_set.key, "added or rewrote")
+            what = _read_overlap(ds, added, read_set, "added or rewrote")
             if what is not None:
                 return Overlap(version, operation, what)
         if read_set.untouched_rows and name not in _MOVES_ROWS:
@@ -122,7 +127,7 @@ def find_overlap(
                 i for i, doc in previous.items() if i not in added and current.get(i) != doc
             )
             if deleted:
-                what = _read_overlap(before, deleted, read_set.key, "deleted rows among")
+                what = _read_overlap(before, deleted, read_set, "deleted rows among")
                 if what is not None:
                     return Overlap(version, operation, what)
         previous = current
@@ -151,7 +156,7 @@ def next_fragment_id(ds: lance.LanceDataset) -> int:
 
 
 def _read_overlap(
-    ds: lance.LanceDataset, ids: list[int], key: KeyReadSet | None, did: str
+    ds: lance.LanceDataset, ids: list[int], read_set: ReadSet, did: str
 ) -> str | None:
     """What of the rows of fragments ``ids`` of ``ds`` the statement may read (None: none)."""
     fragments = [f for f in (ds.get_fragment(i) for i in ids) if f is not None]
@@ -159,6 +164,9 @@ def _read_overlap(
     if rows == 0:
         return None
     where = f"fragment(s) {_ids(ids)}"
+    key = read_set.key
+    if key is None and read_set.filter is not None:
+        return _filter_overlap(fragments, read_set.filter, f"it {did} {where}")
     if key is None:
         return (
             f"it {did} {where} ({rows} row(s)) and this statement's read set (its condition) "
@@ -180,6 +188,22 @@ def _read_overlap(
                 "the ON condition matches with source rows"
             )
     return None
+
+
+def _filter_overlap(fragments: list[Any], predicate: str, did: str) -> str | None:
+    """``did``, with how many rows of ``fragments`` match the statement's read filter (None:
+    none does)."""
+    shown = predicate if len(predicate) <= 120 else predicate[:117] + "..."
+    try:
+        hits = sum(f.count_rows(predicate) for f in fragments)
+    except (OSError, ValueError) as err:  # Lance could not apply it: count every row
+        return (
+            f"{did}, whose rows could not be checked against this statement's read filter "
+            f"{shown} ({err})"
+        )
+    if hits == 0:
+        return None
+    return f"{did}, with {hits} row(s) matching this statement's read filter {shown}"
 
 
 def _key_hits(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> pa.Array | None:

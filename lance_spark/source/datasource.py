@@ -171,6 +171,7 @@ class LanceDataSource(DataSource):
                 user_metadata=opts.user_metadata,
                 statement_id=opts.statement_id,
                 parameters=opts.statement_parameters,
+                read_filter=opts.row_level_read_filter,
             )
         return _writer.plan_write(
             uri=uri,

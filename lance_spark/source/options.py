@@ -124,6 +124,10 @@ SPARK_APP_ID = "sparkappid"
 # the write of its change rows, and the version its scan pinned. Set by the companion only.
 ROW_LEVEL_OPERATION = "rowleveloperation"
 ROW_LEVEL_VERSION = "rowlevelversion"
+# The Lance predicate every row the operation's scan read satisfies (a MERGE's key filter), for
+# the check against concurrent commits: rows added meanwhile that do not match it are no
+# conflict. Set by the companion only.
+ROW_LEVEL_READ_FILTER = "rowlevelreadfilter"
 ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
 # The id the table API gives a MERGE / UPDATE / DELETE it runs as Spark SQL: recorded in the
 # history entry, where the table API finds the version (and the metrics) of its statement;
@@ -174,6 +178,7 @@ WRITE_KEYS = frozenset(
         SPARK_APP_ID,
         ROW_LEVEL_OPERATION,
         ROW_LEVEL_VERSION,
+        ROW_LEVEL_READ_FILTER,
         STATEMENT_ID,
         STATEMENT_PARAMETERS,
         TABLE_OPERATION,
@@ -200,7 +205,8 @@ STREAM_READ_KEYS = frozenset(
 STREAM_WRITE_KEYS = (
     WRITE_KEYS
     - {TXN_APP_ID, TXN_VERSION, REPLACE_WHERE, OVERWRITE_SCHEMA}
-    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION, STATEMENT_ID, STATEMENT_PARAMETERS}
+    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION, ROW_LEVEL_READ_FILTER}
+    - {STATEMENT_ID, STATEMENT_PARAMETERS}
     - {TABLE_OPERATION}
 ) | {
     STREAMING_QUERY_ID,
@@ -218,6 +224,7 @@ _DISPLAY = {
     SPARK_APP_ID: "sparkAppId",
     ROW_LEVEL_OPERATION: "rowLevelOperation",
     ROW_LEVEL_VERSION: "rowLevelVersion",
+    ROW_LEVEL_READ_FILTER: "rowLevelReadFilter",
     STATEMENT_ID: "statementId",
     STATEMENT_PARAMETERS: "statementParameters",
     TABLE_OPERATION: "tableOperation",
@@ -325,6 +332,7 @@ class WriteOptions:
     # A row-level operation's change rows (DELETE / UPDATE / MERGE) and its pinned version.
     row_level_operation: str | None = None
     row_level_version: int | None = None
+    row_level_read_filter: str | None = None  # the Lance filter its scan read with
     statement_id: str | None = None  # the table API's id of a row-level statement
     statement_parameters: Mapping[str, str] = field(default_factory=dict)
     table_operation: str | None = None  # the catalog statement that writes it (None: WRITE)
@@ -509,6 +517,7 @@ def parse_write_options(
         spark_app_id=_non_empty(opts, SPARK_APP_ID),
         row_level_operation=row_level[0],
         row_level_version=row_level[1],
+        row_level_read_filter=_non_empty(opts, ROW_LEVEL_READ_FILTER),
         statement_id=_non_empty(opts, STATEMENT_ID),
         statement_parameters=_statement_parameters(opts),
         table_operation=_table_operation(opts),

@@ -626,10 +626,13 @@ def plan_writer(
     user_metadata: str | None = None,
     statement_id: str | None = None,
     parameters: Mapping[str, str] | None = None,
+    read_filter: str | None = None,
 ) -> RowLevelWriter:
     """The writer of ``operation``'s change rows on the table at ``uri`` as its scan pinned it
     (``version``); ``spark_columns``: the names of the columns after :data:`DELTA_COLUMNS`
-    (the table's, as Spark's plan has them). Opens the job its tasks record files in."""
+    (the table's, as Spark's plan has them); ``read_filter``: the Lance predicate its scan
+    read with, when that is all it read of the table. Opens the job its tasks record files
+    in."""
     ds = dataset.open_version(uri, version, storage=storage)
     columns = list(spark_columns[len(DELTA_COLUMNS) :])
     same = [c.lower() for c in columns] == [n.lower() for n in ds.schema.names]
@@ -647,6 +650,9 @@ def plan_writer(
             operation=operation,
             write_schema=None if operation == "DELETE" else ds.schema,
             parameters=dict(parameters or {}),
+            # A MERGE reads matched rows no clause may change: a concurrent deletion of one
+            # changes its outcome (untouched_rows).
+            read_set=_conflicts.ReadSet(untouched_rows=operation == "MERGE", filter=read_filter),
             user_metadata=user_metadata,
             statement_id=statement_id,
         ),

@@ -698,6 +698,78 @@ def test_a_concurrent_commit_refuses_the_statement_naming_both_versions(
     assert on_disk == referenced
 
 
+def _once(spark: SparkSession, tmp_path: Path, action: Callable[[], None]) -> str:
+    """The name of a string UDF that runs ``action`` (a concurrent commit) the first time it
+    is called, inside the statement that calls it, and returns its argument."""
+    flag = tmp_path / f"once_{uuid.uuid4().hex[:8]}"
+
+    @F.udf("string")
+    def once(val: str | None) -> str | None:
+        if not flag.exists():
+            flag.touch()
+            action()
+        return val
+
+    name = f"once_{uuid.uuid4().hex[:8]}"
+    spark.udf.register(name, once)
+    return name
+
+
+def test_a_merge_conflicts_only_with_commits_of_the_rows_its_keys_read(
+    spark: SparkSession, table_uri: str, tmp_path: Path, view: Callable[..., str]
+) -> None:
+    """A MERGE whose target read was narrowed to the source's keys (here 2 and 9) is
+    refused by a concurrent commit only when that commit added rows with those keys, or
+    deleted a matched row it left alone (the MERGE would have inserted it instead); an append
+    of other keys commits before it, as with the table API."""
+    make_target(spark, table_uri, TARGET)
+    schema = lance.dataset(table_uri).schema
+
+    def append(key: int) -> Callable[[], None]:
+        row = pa.table({"id": [key], "val": ["late"], "n": [key]})
+        return lambda: lance.write_dataset(row.cast(schema), table_uri, mode="append")
+
+    src = view(spark.createDataFrame([(2, "B", 2, ""), (9, "I", 9, "")], SOURCE_SCHEMA))
+
+    def merge(matched: str, insert_val: str = "s.val", source: str = src) -> str:
+        return (
+            f"MERGE INTO lance.`{table_uri}` t USING {source} s ON s.id = t.id "
+            f"WHEN MATCHED {matched} WHEN NOT MATCHED THEN INSERT (id, val, n) "
+            f"VALUES (s.id, {insert_val}, s.n)"
+        )
+
+    read = _version(table_uri)
+    other = _once(spark, tmp_path, append(50))
+    assert dml_counts(spark, table_uri, merge(f"THEN UPDATE SET val = {other}(s.val)")) == (
+        2,
+        1,
+        0,
+        1,
+    )
+    assert _version(table_uri) == read + 2
+    rows = table_rows(table_uri)
+    assert (50, "late", 50) in rows and (2, "B", 20) in rows and (9, "I", 9) in rows
+
+    read = _version(table_uri)
+    key = _once(spark, tmp_path, append(9))
+    with pytest.raises(Exception) as caught:
+        spark.sql(merge(f"THEN UPDATE SET val = {key}(s.val)")).collect()
+    message = str(caught.value)
+    assert "ConcurrentModificationError" in message and f"version {read + 1}" in message
+    assert "matching this statement's read filter `id` IN (2,9)" in message
+    assert _version(table_uri) == read + 1
+
+    read = _version(table_uri)
+    gone = _once(spark, tmp_path, lambda: lance.dataset(table_uri).delete("id = 2"))
+    src = view(spark.createDataFrame([(2, "B", 2, ""), (11, "K", 11, "")], SOURCE_SCHEMA))
+    with pytest.raises(Exception) as caught:
+        spark.sql(merge("AND s.val = 'never' THEN DELETE", f"{gone}(s.val)", src)).collect()
+    message = str(caught.value)
+    assert "ConcurrentModificationError" in message and "deleted rows among" in message
+    assert _version(table_uri) == read + 1
+    assert not any(r[0] == 2 for r in table_rows(table_uri))
+
+
 # --- (8) DataFrame.mergeInto -----------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ pylance commits play the other writers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import lance
@@ -65,6 +66,24 @@ def test_any_added_row_overlaps_a_condition_read_set(tmp_path: Path) -> None:
     _append(uri, [100])
     found = _overlap(uri, read, conflicts.ReadSet())
     assert found is not None and "1 row(s)" in found.what
+
+
+def test_a_read_filter_counts_only_the_rows_it_matches(tmp_path: Path) -> None:
+    """A MERGE Spark planned reads the target through its key filter: appended rows the
+    filter does not match are no overlap, and a filter Lance cannot apply counts as one."""
+    uri = _table(tmp_path)
+    read = lance.dataset(uri).version
+    _append(uri, [100, 101])
+    assert _overlap(uri, read, conflicts.ReadSet(filter="`k` IN (5,300)")) is None
+    found = _overlap(uri, read, conflicts.ReadSet(filter="`k` IN (101,300)"))
+    assert found is not None and found.version == read + 1
+    assert "1 row(s) matching this statement's read filter `k` IN (101,300)" in found.what
+    bad = _overlap(uri, read, conflicts.ReadSet(filter="`nope` IN (1)"))
+    assert bad is not None and "could not be checked" in bad.what
+    lance.dataset(uri).delete("k = 25")
+    merge = conflicts.ReadSet(untouched_rows=True, filter="`k` IN (21)")
+    assert _overlap(uri, read + 1, merge) is not None  # fragment 2 held key 21
+    assert _overlap(uri, read + 1, replace(merge, filter="`k` IN (3)")) is None
 
 
 def test_a_change_of_a_touched_fragment_overlaps(tmp_path: Path) -> None:

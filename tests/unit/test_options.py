@@ -213,6 +213,7 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "autocompact.minnumfiles": "5",
         "rowleveloperation": "merge",
         "rowlevelversion": "4",
+        "rowlevelreadfilter": "`id` IN (1,2)",
         "tableoperation": "create table as select",
         "statementid": "abc",
         "statementparameters": '{"predicate": "id > 1"}',
@@ -253,6 +254,21 @@ def test_row_level_options_go_together_and_name_the_operation() -> None:
         parse_write_options({"path": "/t", "rowLevelOperation": "upsert", "rowLevelVersion": "1"})
     with pytest.raises(InvalidOptionError, match="rowLevelOperation"):
         parse_write_options({"rowLevelOperation": "MERGE", "rowLevelVersion": "1"}, streaming=True)
+
+
+def test_the_read_filter_of_a_row_level_operation() -> None:
+    opts = parse_write_options(
+        {
+            "path": "/t",
+            "rowLevelOperation": "MERGE",
+            "rowLevelVersion": "3",
+            "rowLevelReadFilter": "`id` IN (1,2)",
+        }
+    )
+    assert opts.row_level_read_filter == "`id` IN (1,2)"
+    assert parse_write_options({"path": "/t"}).row_level_read_filter is None
+    with pytest.raises(InvalidOptionError, match="rowLevelReadFilter"):
+        parse_write_options({"rowLevelReadFilter": "true"}, streaming=True)
 
 
 def test_statement_options_of_the_table_api() -> None:

@@ -54,6 +54,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * reader's {@code filter} option; Spark's {@code In} filter for other key types). Without it the MERGE reads every row address of the table: 3.1x the
  * time of the table API for a 10-row upsert into 5M rows, 1.6x for a 50,000-row one.
  *
+ * <p>When the target relation is all the statement reads of any table, the filter is also
+ * the statement's read set ({@link #READ_SET_OPTION}, passed on by
+ * {@link LanceRowLevelOperation}): Python's check of concurrent commits then counts only the
+ * rows added meanwhile that match it, so appends of other keys do not refuse the MERGE.
+ *
  * <p>The source is evaluated twice (its keys here, then the join), so only sources that give
  * the same rows every time are pruned: plans over local rows, {@code range}, RDDs (which Spark
  * itself recomputes on a retry) and cached data. A source reading tables, which may change in
@@ -62,7 +67,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Spark interfaces: a pre-CBO optimizer rule ({@code injectPreCBORule}); internals: the
  * shape of Spark's delta-based MERGE plan (a {@code Join} whose left side reads the
  * {@code RowLevelOperationTable}), catalyst's {@code Join}, {@code Filter}, {@code In}, {@code Alias}, {@code Limit},
- * {@code EqualTo}, and the classic {@code Dataset.ofRows} to collect the keys.
+ * {@code EqualTo}, {@code QueryPlan.collectWithSubqueries} (the read set's check), and the
+ * classic {@code Dataset.ofRows} to collect the keys.
  */
 final class LanceMergePruning extends Rule<LogicalPlan> {
   static final String MAX_SOURCE_ROWS_CONF = "spark.lance.merge.keyPruning.maxSourceRows";
@@ -74,9 +80,10 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
     if (max <= 0) {
       return plan;
     }
+    boolean readSet = readsTheTargetOnce(plan);
     Function1<LogicalPlan, LogicalPlan> prune = node -> {
       if (node instanceof Join join) {
-        LogicalPlan pruned = pruned(join, max);
+        LogicalPlan pruned = pruned(join, max, readSet);
         if (pruned != null) {
           return pruned;
         }
@@ -97,8 +104,32 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
     }
   }
 
-  /** {@code join} reading only the target rows its source's keys can match, or null. */
-  private static LogicalPlan pruned(Join join, long max) {
+  /**
+   * Whether the target relation is all {@code plan} reads of any table: every leaf of the plan
+   * and of its subqueries is either one DSv2 relation (the target) or data that is the same
+   * every time (see {@link #repeatable}). Then the key filter bounds what the statement read
+   * of the table, and is its read set for the conflict check.
+   */
+  private static boolean readsTheTargetOnce(LogicalPlan plan) {
+    Function1<LogicalPlan, LogicalPlan> self = node -> node;
+    int relations = 0;
+    for (LogicalPlan node : CollectionConverters.asJava(
+        plan.collectWithSubqueries(PartialFunction$.MODULE$.fromFunction(self)))) {
+      if (node instanceof DataSourceV2Relation) {
+        relations++;
+      } else if (node.children().isEmpty() && !fixed(node)) {
+        return false;
+      }
+    }
+    return relations == 1;
+  }
+
+  /**
+   * {@code join} reading only the target rows its source's keys can match, or null; with
+   * {@code readSet}, the Lance filter is also marked as the statement's read set
+   * ({@link #READ_SET_OPTION}).
+   */
+  private static LogicalPlan pruned(Join join, long max, boolean readSet) {
     if (join.joinType() != RightOuter$.MODULE$ && join.joinType() != Inner$.MODULE$
         || join.condition().isEmpty()) {
       return null;
@@ -128,7 +159,7 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
           String predicate = lancePredicate(column, keys);
           LogicalPlan read = predicate == null
               ? new Filter(new In(column, CollectionConverters.asScala(keys).toList()), relation)
-              : withFilter(target, predicate);
+              : withFilter(target, predicate, readSet);
           Function1<LogicalPlan, LogicalPlan> filter = node -> node == relation ? read : node;
           LogicalPlan left = join.left().transformUp(PartialFunction$.MODULE$.fromFunction(filter));
           return join.copy(left, join.right(), join.joinType(), join.condition(), join.hint());
@@ -157,14 +188,19 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
     plans.addAll(CollectionConverters.asJava(source.subqueriesAll()));
     for (LogicalPlan plan : plans) {
       for (LogicalPlan leaf : CollectionConverters.asJava(plan.collectLeaves())) {
-        if (!(leaf instanceof LocalRelation || leaf instanceof Range
-            || leaf instanceof OneRowRelation || leaf instanceof LogicalRDD
-            || leaf instanceof InMemoryRelation)) {
+        if (!fixed(leaf)) {
           return false;
         }
       }
     }
     return true;
+  }
+
+  /** Whether the leaf {@code leaf} gives the same rows every time (see the class). */
+  private static boolean fixed(LogicalPlan leaf) {
+    return leaf instanceof LocalRelation || leaf instanceof Range
+        || leaf instanceof OneRowRelation || leaf instanceof LogicalRDD
+        || leaf instanceof InMemoryRelation;
   }
 
   /** Whether the target is read through a pruning filter on {@code column} already. */
@@ -178,6 +214,8 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
 
   /** The Lance reader's option of a Lance SQL predicate applied inside the scan. */
   static final String FILTER_OPTION = "filter";
+  /** The relation's option that hands the key filter, as the read set, to the operation. */
+  static final String READ_SET_OPTION = "__lance_spark_read_set";
 
   /**
    * {@code column IN (keys)} as Lance SQL, or null when the keys are not integers or plain
@@ -219,13 +257,20 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
         ? null : "`" + name + "`";
   }
 
-  /** {@code relation} reading with the Lance predicate {@code predicate} too. */
-  private static DataSourceV2Relation withFilter(DataSourceV2Relation relation, String predicate) {
+  /**
+   * {@code relation} reading with the Lance predicate {@code predicate} too; with
+   * {@code readSet}, {@code predicate} is the statement's read set.
+   */
+  private static DataSourceV2Relation withFilter(
+      DataSourceV2Relation relation, String predicate, boolean readSet) {
     java.util.Map<String, String> options =
         new java.util.HashMap<>(relation.options().asCaseSensitiveMap());
     String given = relation.options().get(FILTER_OPTION);
     options.keySet().removeIf(key -> key.equalsIgnoreCase(FILTER_OPTION));
     options.put(FILTER_OPTION, given == null ? predicate : "(" + given + ") AND (" + predicate + ")");
+    if (readSet) {
+      options.put(READ_SET_OPTION, predicate);
+    }
     return relation.copy(relation.table(), relation.output(), relation.catalog(),
         relation.identifier(), new CaseInsensitiveStringMap(options), relation.timeTravelSpec());
   }

@@ -1,6 +1,7 @@
 package lance_spark.companion;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -38,7 +39,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * file is then written by one task, which holds one fragment's offsets at a time. The tasks
  * hand Spark's deletes, updates and inserts to Python ({@link LanceDeltaWriter}); Python's
  * {@code RowLevelWriter} writes the new fragments and deletion files and commits ONE Lance
- * version on the driver (after its check of concurrent commits).
+ * version on the driver (after its check of concurrent commits). A MERGE whose target read
+ * {@link LanceMergePruning} narrowed to the source's keys passes that filter to the write: the
+ * check then counts only the rows committed meanwhile that match it.
  *
  * <p>Inserted rows have no fragment: they all land in one task (DSv2 cannot ask to cluster by
  * fragment and spread the rows without one). A MERGE with only NOT MATCHED clauses is an
@@ -56,6 +59,7 @@ final class LanceRowLevelOperation implements SupportsDelta {
   // The Python writer's options of a row-level operation (lance_spark/source/options.py).
   static final String OPERATION_OPTION = "rowLevelOperation";
   static final String VERSION_OPTION = "rowLevelVersion";
+  static final String READ_FILTER_OPTION = "rowLevelReadFilter";
   // The delta columns before the table's in each change row (lance_spark/source/row_level.py).
   static final String OPERATION_COLUMN = "__lance_spark_operation";
   static final String ROW_ADDRESS_COLUMN = "__lance_spark_row_address";
@@ -64,6 +68,9 @@ final class LanceRowLevelOperation implements SupportsDelta {
   private final LanceCatalogTable table;
   private final Command command;
   private final long version;
+  // The Lance predicate that bounds every row the scan reads (LanceMergePruning's key filter,
+  // when it is all the statement reads of the table), for Python's conflict check; or null.
+  private volatile String readFilter;
 
   LanceRowLevelOperation(LanceCatalogTable table, Command command, long version) {
     this.table = table;
@@ -83,6 +90,7 @@ final class LanceRowLevelOperation implements SupportsDelta {
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    readFilter = options.get(LanceMergePruning.READ_SET_OPTION);
     return table.scanAt(version, options);
   }
 
@@ -149,10 +157,13 @@ final class LanceRowLevelOperation implements SupportsDelta {
       StructType metadata = info.metadataSchema().orElseThrow(
           () -> new IllegalStateException(description() + ": Spark gave no metadata columns"));
       int rowId = metadata.fieldIndex(ROW_ID);
-      BatchWrite python = table.changeWrite(
-          info,
-          changeSchema(info.schema()),
+      Map<String, String> extra = new HashMap<>(
           Map.of(OPERATION_OPTION, command.name(), VERSION_OPTION, Long.toString(version)));
+      String filter = readFilter;
+      if (filter != null) {
+        extra.put(READ_FILTER_OPTION, filter);
+      }
+      BatchWrite python = table.changeWrite(info, changeSchema(info.schema()), extra);
       return new Batch(python, info.schema().fields().length, rowId);
     }
   }
