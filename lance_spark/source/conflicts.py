@@ -57,10 +57,10 @@ class KeyReadSet:
 class ReadSet:
     """What a statement reads, as far as conflicts go.
 
-    ``key`` and ``filter`` None: any row may be read (conservative). ``untouched_rows``: the statement may
-    read rows it does not change (a MERGE's matched rows no clause acts on), so a concurrent
-    deletion of such a row changes its outcome; an UPDATE or DELETE changes every row its
-    condition reads, and a deleted one shows up as a changed fragment."""
+    ``key`` and ``filter`` None: any row may be read (conservative). ``untouched_rows``: the
+    statement may read rows it does not change (a MERGE's matched rows no clause acts on), so
+    a concurrent deletion of such a row changes its outcome; an UPDATE or DELETE changes every
+    row its condition reads, and a deleted one shows up as a changed fragment."""
 
     key: KeyReadSet | None = None
     untouched_rows: bool = False
@@ -165,9 +165,9 @@ def _read_overlap(
         return None
     where = f"fragment(s) {_ids(ids)}"
     key = read_set.key
-    if key is None and read_set.filter is not None:
-        return _filter_overlap(fragments, read_set.filter, f"it {did} {where}")
     if key is None:
+        if read_set.filter is not None:
+            return _filter_overlap(fragments, read_set.filter, f"it {did} {where}")
         return (
             f"it {did} {where} ({rows} row(s)) and this statement's read set (its condition) "
             "is not checked row by row"
@@ -196,7 +196,7 @@ def _filter_overlap(fragments: list[Any], predicate: str, did: str) -> str | Non
     shown = predicate if len(predicate) <= 120 else predicate[:117] + "..."
     try:
         hits = sum(f.count_rows(predicate) for f in fragments)
-    except (OSError, ValueError) as err:  # Lance could not apply it: count every row
+    except (OSError, ValueError) as err:  # Lance could not apply it: an overlap, to be safe
         return (
             f"{did}, whose rows could not be checked against this statement's read filter "
             f"{shown} ({err})"

@@ -80,10 +80,9 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
     if (max <= 0) {
       return plan;
     }
-    boolean readSet = readsTheTargetOnce(plan);
     Function1<LogicalPlan, LogicalPlan> prune = node -> {
       if (node instanceof Join join) {
-        LogicalPlan pruned = pruned(join, max, readSet);
+        LogicalPlan pruned = pruned(join, max, plan);
         if (pruned != null) {
           return pruned;
         }
@@ -125,11 +124,12 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
   }
 
   /**
-   * {@code join} reading only the target rows its source's keys can match, or null; with
-   * {@code readSet}, the Lance filter is also marked as the statement's read set
-   * ({@link #READ_SET_OPTION}).
+   * {@code join} reading only the target rows its source's keys can match, or null; when the
+   * target is all the statement ({@code root}) reads, the Lance filter is also marked as its
+   * read set ({@link #READ_SET_OPTION}). That walk of the whole plan is made only for a join
+   * this rule prunes, not on every query the optimizer sees.
    */
-  private static LogicalPlan pruned(Join join, long max, boolean readSet) {
+  private static LogicalPlan pruned(Join join, long max, LogicalPlan root) {
     if (join.joinType() != RightOuter$.MODULE$ && join.joinType() != Inner$.MODULE$
         || join.condition().isEmpty()) {
       return null;
@@ -159,7 +159,7 @@ final class LanceMergePruning extends Rule<LogicalPlan> {
           String predicate = lancePredicate(column, keys);
           LogicalPlan read = predicate == null
               ? new Filter(new In(column, CollectionConverters.asScala(keys).toList()), relation)
-              : withFilter(target, predicate, readSet);
+              : withFilter(target, predicate, readsTheTargetOnce(root));
           Function1<LogicalPlan, LogicalPlan> filter = node -> node == relation ? read : node;
           LogicalPlan left = join.left().transformUp(PartialFunction$.MODULE$.fromFunction(filter));
           return join.copy(left, join.right(), join.joinType(), join.condition(), join.hint());
