@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
-from pyspark.sql.types import DataType, StructField, StructType
+from pyspark.sql.types import DataType, StructType
 
 from lance_spark.errors import CompanionNotFoundError, InvalidArgumentError, InvalidOptionError
 
@@ -117,6 +117,29 @@ def plain_sql(spark: SparkSession) -> Callable[..., DataFrame]:
     what the connector's own catalog statements run with, never the front's handling."""
     found: Callable[..., DataFrame] = getattr(spark, PLAIN_SQL_ATTR, spark.sql)
     return found
+
+
+def sql_with_relation(
+    spark: SparkSession, statement: Callable[[str], str], frame: DataFrame
+) -> DataFrame:
+    """Run the SQL ``statement(name)`` (Spark's own ``spark.sql``) in which ``name`` is
+    ``frame``, for this statement only. A temporary view would not do: dropping it uncaches
+    every plan that gives the same rows, a cache the caller made of ``frame`` too (Spark's
+    ``Catalog.dropTempView``). Classic: a view dropped from the session catalog alone;
+    Connect: ``spark.sql``'s DataFrame arguments (sent with the statement, no view)."""
+    sql = plain_sql(spark)
+    if is_connect(spark):
+        mark = f"lance_spark_relation_{uuid.uuid4().hex}"
+        # spark.sql formats the text with str.format: the statement's own braces doubled.
+        text = statement(mark).replace("{", "{{").replace("}", "}}").replace(mark, "{relation}")
+        return sql(text, relation=frame)
+    name = f"lance_spark_relation_{uuid.uuid4().hex}"
+    frame.createOrReplaceTempView(name)
+    try:
+        return sql(statement(name))
+    finally:
+        java: Any = spark
+        java._jsparkSession.sessionState().catalog().dropTempView(name)
 
 
 # --- DataFrameWriter / DataFrameWriterV2 calls on Lance tables -----------------------------
@@ -702,144 +725,16 @@ def generates_rows(frame: DataFrame) -> bool:
     return True
 
 
-def equi_key(left: DataFrame, right: DataFrame, condition: Column) -> tuple[str, str] | None:
-    """The first conjunct of ``condition`` that says ``left column = right column`` (two plain
-    columns of the same type, either order), as (left name, right name); None when there is
-    none or ``left.join(right, condition)`` does not analyse.
-
-    Classic: from the analysed Join (exprIds). Connect: from the expression tree and sqlglot's
-    parse of its SQL text; a side counts only when its column is certain: an unqualified name
-    of one input only, ``alias.name`` with ``left``'s alias (``left`` must be a
-    ``DataFrame.alias`` of a frame without qualifiers), ``q.name`` for any other qualifier
-    ``q`` that names no column (then it can only qualify ``right``), ``df["name"]`` of a plan
-    inside one input. Anything else is skipped: None means no pruning, never a wrong one."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        joined = left.join(right, on=condition, how="inner")
-        if not is_connect(left.sparkSession):
-            return _classic_equi_key(_plan(joined))
-        joined.schema  # noqa: B018  (analysis only)
-    except AnalysisException:
-        return None  # the MERGE plan itself reports the error
-    return _connect_equi_key(left, right, condition)
-
-
-def _classic_equi_key(plan: Any) -> tuple[str, str] | None:
-    join = _find_join(plan)
-    if join is None or join.condition().isEmpty():
-        return None
-    left = _attribute_names(join.left().output())
-    right = _attribute_names(join.right().output())
-    for conjunct in _conjuncts(join.condition().get()):
-        if _name(conjunct) != "EqualTo":
-            continue
-        sides = (conjunct.left(), conjunct.right())
-        if not all(_name(s) == "AttributeReference" for s in sides):
-            continue
-        a, b = (int(s.exprId().id()) for s in sides)
-        if not sides[0].dataType().equals(sides[1].dataType()):
-            continue
-        if a in left and b in right:
-            return left[a], right[b]
-        if b in left and a in right:
-            return left[b], right[a]
-    return None
-
-
-def _find_join(plan: Any) -> Any:
-    while plan is not None:
-        if _name(plan) == "Join":
-            return plan
-        children = plan.children()
-        if children.size() != 1:
-            return None
-        plan = children.head()
-    return None
-
-
-def _conjuncts(expression: Any) -> list[Any]:
-    if _name(expression) == "And":
-        return [*_conjuncts(expression.left()), *_conjuncts(expression.right())]
-    return [expression]
-
-
 def _name(java_object: Any) -> str:
     return str(java_object.getClass().getSimpleName())
 
 
-def _connect_equi_key(
-    left: DataFrame, right: DataFrame, condition: Column
-) -> tuple[str, str] | None:
-    sides = (
-        _Side(left.schema, _plan_ids(left._plan), _top_alias(left)),
-        _Side(right.schema, _plan_ids(right._plan), _top_alias(right)),
-    )
-    known = _only_alias_qualifies(left)
-    column_names = {f.name.lower() for side in sides for f in side.schema.fields}
-    for a, b in equality_pairs(condition._expr):
-        a_side, b_side = (_which_side(ref, sides, known, column_names) for ref in (a, b))
-        if a_side is None or b_side is None:
-            continue
-        (a_index, a_name), (b_index, b_name) = a_side, b_side
-        if {a_index, b_index} != {0, 1}:
-            continue
-        names = (a_name, b_name) if a_index == 0 else (b_name, a_name)
-        types = (sides[0].field(names[0]).dataType, sides[1].field(names[1]).dataType)
-        if types[0] == types[1]:
-            return names
-    return None
-
-
-class _Side:
-    def __init__(self, schema: StructType, plan_ids: set[int], alias: str | None) -> None:
-        self.schema = schema
-        self.plan_ids = plan_ids
-        self.alias = alias
-        self.by_lower: dict[str, list[str]] = {}
-        for f in schema.fields:
-            self.by_lower.setdefault(f.name.lower(), []).append(f.name)
-
-    def column(self, name: str) -> str | None:
-        """The one column named ``name`` (case-insensitively), or None."""
-        found = self.by_lower.get(name.lower(), [])
-        return found[0] if len(found) == 1 else None
-
-    def field(self, name: str) -> StructField:
-        return next(f for f in self.schema.fields if f.name == name)
-
-
-def _which_side(
-    ref: Reference, sides: tuple[_Side, _Side], known: bool, column_names: set[str]
-) -> tuple[int, str] | None:
-    """(0 for left or 1 for right, column name) when ``ref`` certainly names a plain column
-    of one side (the join analysed), else None. ``known``: left's columns have no qualifier
-    but left's alias."""
-    parts, plan_id = ref
-    if plan_id is not None:
-        owners = [i for i, side in enumerate(sides) if plan_id in side.plan_ids]
-        if len(owners) != 1 or len(parts) != 1:
-            return None
-        name = sides[owners[0]].column(parts[0])
-        return None if name is None else (owners[0], name)
-    if len(parts) == 1:
-        hits = [(i, side.column(parts[0])) for i, side in enumerate(sides)]
-        in_any = [i for i, side in enumerate(sides) if parts[0].lower() in side.by_lower]
-        found = [(i, n) for i, n in hits if n is not None]
-        return found[0] if len(found) == 1 and len(in_any) == 1 else None
-    if len(parts) != 2:
-        return None
-    qualifier, column = parts
-    # Spark tries `q.c` as qualifier q + column c first (two matches: an ambiguity error),
-    # then as field c of a struct column q.
-    for index, side in enumerate(sides):
-        if side.alias is not None and qualifier.lower() == side.alias.lower():
-            name = side.column(column)
-            return None if name is None else (index, name)
-    if not known or qualifier.lower() in column_names:
-        return None  # a qualifier of left's, or a struct field
-    name = sides[1].column(column)  # only right can hold another qualifier
-    return None if name is None else (1, name)
+def frame_alias(frame: DataFrame) -> str | None:
+    """The alias ``DataFrame.alias`` gave ``frame`` as its last step, or None."""
+    if is_connect(frame.sparkSession):
+        return _top_alias(frame)
+    plan = frame._jdf.queryExecution().logical()
+    return str(plan.alias()) if str(plan.nodeName()) == "SubqueryAlias" else None
 
 
 def _top_alias(frame: DataFrame) -> str | None:
@@ -850,36 +745,7 @@ def _top_alias(frame: DataFrame) -> str | None:
     return str(node._alias) if isinstance(node, connect_plan.SubqueryAlias) else None
 
 
-def _only_alias_qualifies(frame: DataFrame) -> bool:
-    """Whether ``frame``'s columns carry no qualifier but its alias: a data source read, or
-    ``DataFrame.alias`` right over one."""
-    from pyspark.sql.connect import plan as connect_plan
-
-    node: Any = frame._plan
-    if isinstance(node, connect_plan.SubqueryAlias):
-        node = node._child
-    return isinstance(node, connect_plan.DataSource)
-
-
-def _plan_ids(node: Any) -> set[int]:
-    """The plan ids of a Connect plan and every plan under it."""
-    from pyspark.sql.connect.plan import LogicalPlan
-
-    ids: set[int] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        ids.add(int(current._plan_id))
-        for value in vars(current).values():
-            values = value if isinstance(value, (list, tuple)) else [value]
-            stack.extend(v for v in values if isinstance(v, LogicalPlan))
-    return ids
-
-
 # --- Connect expression trees and SQL text (pure: no session needed) ----------------------------
-
-# A column reference: its name parts and, for ``df["name"]``, the plan id of ``df``.
-Reference = tuple[tuple[str, ...], "int | None"]
 
 # Leaves of a Connect expression tree that name no column.
 _NAMELESS_LEAVES = ("LiteralExpression", "UnresolvedNamedLambdaVariable", "DistributedSequenceID")
@@ -989,95 +855,6 @@ def expression_names(expr: Any) -> set[str] | None:
         else:  # UnresolvedStar, UnresolvedRegex, SubqueryExpression, anything new
             return None
     return words
-
-
-def equality_pairs(expr: Any) -> list[tuple[Reference, Reference]]:
-    """The ``a = b`` conjuncts of a Connect expression tree (ANDs, SQL text parsed by sqlglot)
-    whose sides are both plain column references, in order."""
-    pairs: list[tuple[Reference, Reference]] = []
-    for conjunct in _tree_conjuncts(expr):
-        kind = type(conjunct).__name__
-        if kind == "SQLExpression":
-            pairs.extend(_sql_equality_pairs(str(conjunct._expr)))
-        elif kind == "UnresolvedFunction" and conjunct._name == "==" and len(conjunct._args) == 2:
-            sides = [_tree_reference(arg) for arg in conjunct._args]
-            if sides[0] is not None and sides[1] is not None:
-                pairs.append((sides[0], sides[1]))
-    return pairs
-
-
-def _tree_conjuncts(expr: Any) -> list[Any]:
-    if (
-        type(expr).__name__ == "UnresolvedFunction"
-        and expr._name == "and"
-        and not expr._is_distinct
-    ):
-        return [c for arg in expr._args for c in _tree_conjuncts(arg)]
-    return [expr]
-
-
-def _tree_reference(expr: Any) -> Reference | None:
-    kind = type(expr).__name__
-    if kind == "ColumnReference" and not expr._is_metadata_column:
-        parts = parse_identifier(str(expr._unparsed_identifier))
-        return None if parts is None else (parts, expr._plan_id)
-    if kind == "SQLExpression":
-        return _sql_reference(str(expr._expr))
-    return None
-
-
-def _sql_equality_pairs(text: str) -> list[tuple[Reference, Reference]]:
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import SqlglotError
-
-    try:
-        tree = sqlglot.parse_one(text, read="spark")
-    except SqlglotError:
-        return []
-    pairs: list[tuple[Reference, Reference]] = []
-    for conjunct in _sql_conjuncts(tree):
-        if isinstance(conjunct, exp.EQ):
-            sides = [_column_parts(conjunct.this), _column_parts(conjunct.expression)]
-            if sides[0] is not None and sides[1] is not None:
-                pairs.append(((sides[0], None), (sides[1], None)))
-    return pairs
-
-
-def _sql_conjuncts(node: Any) -> list[Any]:
-    from sqlglot import exp
-
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return [*_sql_conjuncts(node.this), *_sql_conjuncts(node.expression)]
-    return [node]
-
-
-def _sql_reference(text: str) -> Reference | None:
-    import sqlglot
-    from sqlglot.errors import SqlglotError
-
-    try:
-        parts = _column_parts(sqlglot.parse_one(text, read="spark"))
-    except SqlglotError:
-        return None
-    return None if parts is None else (parts, None)
-
-
-def _column_parts(node: Any) -> tuple[str, ...] | None:
-    from sqlglot import exp
-
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if not isinstance(node, exp.Column) or not isinstance(node.this, exp.Identifier):
-        return None
-    parts = []
-    for part in node.parts:
-        if not isinstance(part, exp.Identifier):
-            return None
-        parts.append(str(part.this))
-    return tuple(parts)
 
 
 # Connect's function names of Column operators, rendered infix.

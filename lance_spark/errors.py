@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "ArgumentTypeError",
     "BranchNotFoundError",
@@ -140,8 +142,16 @@ class ConcurrentModificationError(CommitConflictError):
         conflicting_version: int | None = None,
     ) -> None:
         super().__init__(message, retryable=True)
+        if read_version is None and conflicting_version is None:
+            # Raised again from Spark's text of the worker's error: the versions it names.
+            found = _VERSIONS.search(message)
+            if found is not None:
+                read_version, conflicting_version = int(found[1]), int(found[2])
         self.read_version = read_version
         self.conflicting_version = conflicting_version
+
+
+_VERSIONS = re.compile(r"read version (\d+), and version (\d+)")
 
 
 class StreamChangeError(LanceSparkError):

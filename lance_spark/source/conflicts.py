@@ -1,31 +1,32 @@
 """Serializable row-level changes: what the versions committed since a statement's read did.
 
-A MERGE, UPDATE or DELETE (:func:`lance_spark.table.changes.run`) reads the table at a pinned version
-and commits one Lance transaction. Before it commits, :func:`find_overlap` compares, version
-by version, the manifests committed since that read (the fragment lists, nothing else):
+A MERGE, UPDATE or DELETE (Spark's row-level operation, :mod:`lance_spark.source.row_level`)
+reads the table at a pinned version and commits one Lance transaction. Before it commits,
+:func:`find_overlap` compares, version by version, the manifests committed since that read
+(the fragment lists, nothing else):
 
 - a fragment the statement changes (new deletion file) or removes was changed or removed
   meanwhile: the statement's deletions would be computed on stale rows;
 - rows were added (new fragments, or fragments whose data files changed) that the statement's
-  read set may contain: for a MERGE whose ON condition holds ``target.k = source.k`` and whose
-  source keys were collected (:mod:`lance_spark.table.merge_pruning`), the added rows' ``k`` is read
-  (that column of those fragments only) and compared with the source's keys; for a MERGE
-  Spark planned whose target read the companion pruned to the source's keys, the added rows
-  matching that Lance filter are counted (``ReadSet.filter``); for every other
-  statement (UPDATE / DELETE conditions, MERGE without such keys, ``WHEN NOT MATCHED BY
-  SOURCE``) any added row counts, which is conservative. Compaction (Lance ``Rewrite``) only
-  moves rows: it overlaps only through the fragments it replaces;
+  read set may contain: for a MERGE whose target read the companion pruned to the source's
+  keys (``target.k IN (...)``), the added rows matching that Lance filter are counted
+  (``ReadSet.filter``); for every other statement (UPDATE / DELETE conditions, a MERGE
+  without such keys, ``WHEN NOT MATCHED BY SOURCE``) any added row counts, which is
+  conservative. Compaction (Lance ``Rewrite``) only moves rows: it overlaps only through the
+  fragments it replaces;
 - the schema changed, or a version can no longer be read.
 
-Any overlap makes :func:`lance_spark.table.changes.run` redo the statement on the newer version. When
-there is none, the statement commits with the latest version it checked as its read version,
-and the remaining window (between that check and the commit) is closed by Lance's own conflict
-detection: every row-level commit lists a *sentinel*, the lowest-numbered fragment of its read
-version, unchanged, among its updated fragments (:func:`sentinel`). Two row-level commits
-racing in that window then update the same fragment and Lance gives the later one a retryable
-conflict (the lowest fragment only changes when it is removed, and removing it conflicts with
-updating it). A table with no fragment has no sentinel; there an insert-only change commits as
-a Lance ``Merge`` listing its new fragments, which conflicts with every concurrent data change.
+Any overlap refuses the commit with a retryable ``ConcurrentModificationError``; the table
+API (:func:`lance_spark.table.changes.run_sql`) redoes the statement on the newer version.
+When there is none, the statement commits with the latest version it checked as its read
+version, and the remaining window (between that check and the commit) is closed by Lance's
+own conflict detection: every row-level commit lists a *sentinel*, the lowest-numbered
+fragment of its read version, unchanged, among its updated fragments (:func:`sentinel`). Two
+row-level commits racing in that window then update the same fragment and Lance gives the
+later one a retryable conflict (the lowest fragment only changes when it is removed, and
+removing it conflicts with updating it). A table with no fragment has no sentinel; there an
+insert-only change commits as a Lance ``Merge`` listing its new fragments, which conflicts
+with every concurrent data change.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import lance
-import pyarrow as pa
-import pyarrow.compute as pc
 from lance.fragment import FragmentMetadata
 
 from lance_spark.source import dataset
@@ -46,26 +45,17 @@ _MOVES_ROWS = frozenset({"Rewrite"})
 
 
 @dataclass(frozen=True)
-class KeyReadSet:
-    """The statement can only read (match) rows whose ``column`` is one of ``keys``."""
-
-    column: str
-    keys: pa.Array
-
-
-@dataclass(frozen=True)
 class ReadSet:
     """What a statement reads, as far as conflicts go.
 
-    ``key`` and ``filter`` None: any row may be read (conservative). ``untouched_rows``: the
-    statement may read rows it does not change (a MERGE's matched rows no clause acts on), so
-    a concurrent deletion of such a row changes its outcome; an UPDATE or DELETE changes every
-    row its condition reads, and a deleted one shows up as a changed fragment."""
+    ``filter`` None: any row may be read (conservative). ``untouched_rows``: the statement may
+    read rows it does not change (a MERGE's matched rows no clause acts on), so a concurrent
+    deletion of such a row changes its outcome; an UPDATE or DELETE changes every row its
+    condition reads, and a deleted one shows up as a changed fragment."""
 
-    key: KeyReadSet | None = None
     untouched_rows: bool = False
     # A Lance SQL predicate every row the statement reads satisfies (the key filter of a MERGE
-    # Spark planned, as the companion's pruning read it); used when ``key`` is None.
+    # whose target read the companion pruned to the source's keys).
     filter: str | None = None
 
 
@@ -164,30 +154,12 @@ def _read_overlap(
     if rows == 0:
         return None
     where = f"fragment(s) {_ids(ids)}"
-    key = read_set.key
-    if key is None:
-        if read_set.filter is not None:
-            return _filter_overlap(fragments, read_set.filter, f"it {did} {where}")
-        return (
-            f"it {did} {where} ({rows} row(s)) and this statement's read set (its condition) "
-            "is not checked row by row"
-        )
-    for fragment in fragments:
-        values = fragment.to_table(columns=[key.column]).column(0)
-        hits = _key_hits(values, key.keys)
-        if hits is None:
-            return (
-                f"it {did} {where} ({rows} row(s)) whose {key.column!r} cannot be compared "
-                "exactly with the source's keys"
-            )
-        if len(hits):
-            shown = ", ".join(repr(v) for v in hits.slice(0, 3).to_pylist())
-            more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
-            return (
-                f"it {did} {where}, with rows whose {key.column!r} is {shown}{more}, which "
-                "the ON condition matches with source rows"
-            )
-    return None
+    if read_set.filter is not None:
+        return _filter_overlap(fragments, read_set.filter, f"it {did} {where}")
+    return (
+        f"it {did} {where} ({rows} row(s)) and this statement's read set (its condition) "
+        "is not checked row by row"
+    )
 
 
 def _filter_overlap(fragments: list[Any], predicate: str, did: str) -> str | None:
@@ -204,22 +176,6 @@ def _filter_overlap(fragments: list[Any], predicate: str, did: str) -> str | Non
     if hits == 0:
         return None
     return f"{did}, with {hits} row(s) matching this statement's read filter {shown}"
-
-
-def _key_hits(values: pa.ChunkedArray | pa.Array, keys: pa.Array) -> pa.Array | None:
-    """The values in ``values`` that are among ``keys`` (exact equality, as Spark's join),
-    or None when they cannot be compared exactly."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if pa.types.is_floating(values.type) or pa.types.is_floating(keys.type):
-        return None  # Spark's join equates NaN with NaN and -0.0 with 0.0; hashing may not
-    try:
-        if keys.type != values.type:
-            keys = keys.cast(values.type)
-        found = values.filter(pc.is_in(values, value_set=keys))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    return pc.unique(found)
 
 
 def _open(uri: str, version: int, storage: Mapping[str, str]) -> lance.LanceDataset:

@@ -4,10 +4,8 @@ failed job, and a MERGE into a 1M-row table that leaves untouched fragments alon
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import lance
 import pyarrow as pa
@@ -17,7 +15,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import ConcurrentModificationError, LanceTable
-from lance_spark.source import commit as _commit
 from lance_spark.table import jobs
 
 pytestmark = pytest.mark.spark
@@ -37,36 +34,6 @@ def _table(spark: SparkSession, uri: str, rows: int = 100) -> LanceTable:
         "lance"
     ).mode("append").save(uri)
     return LanceTable.forPath(spark, uri)
-
-
-def _concurrent_update(uri: str, offset: int) -> None:
-    """Another writer rewrites one row of fragment 0 (plain pylance, as another job would)."""
-    ds = lance.dataset(uri)
-    changed = ds.get_fragment(0).delete_rows([offset])
-    new = write_fragments(
-        pa.table({"id": pa.array([10_000 + offset], pa.int64()), "val": ["other"]}),
-        uri,
-        schema=ds.schema,
-    )
-    operation = lance.LanceOperation.Update(updated_fragments=[changed], new_fragments=new)
-    lance.LanceDataset.commit(uri, operation, read_version=ds.version)
-
-
-@pytest.fixture
-def racing_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
-    """Before each of the connector's first ``races`` commits, another writer commits an
-    Update of fragment 0, so Lance reports a retryable conflict."""
-    state = {"races": 1, "calls": 0}
-    real = _commit.commit
-
-    def commit(uri: str, *args: Any, **kwargs: Any) -> int:
-        state["calls"] += 1
-        if state["calls"] <= state["races"]:
-            _concurrent_update(uri, offset=40 + state["calls"])
-        return real(uri, *args, **kwargs)
-
-    monkeypatch.setattr(_commit, "commit", commit)
-    yield state
 
 
 def _racing_value(spark: SparkSession, uri: str, flag: Path) -> str:
@@ -114,21 +81,42 @@ def test_retryable_conflict_is_redone_on_the_new_version(
 
 
 def test_gives_up_after_bounded_attempts_naming_them(
-    spark: SparkSession,
-    table_uri: str,
-    racing_commit: dict[str, int],
-    monkeypatch: pytest.MonkeyPatch,
+    spark: SparkSession, table_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Every attempt of the MERGE meets a concurrent commit of the fragment it changes."""
     t = _table(spark, table_uri)
-    racing_commit["races"] = 100
     monkeypatch.setattr(jobs, "RETRY", replace(jobs.RETRY, backoff_max_s=0.0))
+    uri = table_uri
+
+    def always_racing(value: str) -> str:
+        # Another writer rewrites row 10 + n of fragment 0 (plain pylance).
+        n = len(list(tmp_path.glob("race-*")))
+        (tmp_path / f"race-{n}").touch()
+        ds = lance.dataset(uri)
+        changed = ds.get_fragment(0).delete_rows([10 + n])
+        new = write_fragments(
+            pa.table({"id": pa.array([10_010 + n], pa.int64()), "val": ["other"]}),
+            uri,
+            schema=ds.schema,
+        )
+        operation = lance.LanceOperation.Update(updated_fragments=[changed], new_fragments=new)
+        lance.LanceDataset.commit(uri, operation, read_version=ds.version)
+        return value
+
+    name = f"always_racing_{uuid.uuid4().hex[:8]}"
+    spark.udf.register(name, always_racing, "string")
     src = spark.createDataFrame([(1, "x")], "id long, val string")
     attempts = jobs.RETRY.attempts
     with pytest.raises(
         ConcurrentModificationError, match=rf"gave up after {attempts} attempt\(s\)"
     ):
-        t.alias("t").merge(src.alias("s"), "s.id = t.id").whenMatchedUpdateAll().execute()
-    assert racing_commit["calls"] == attempts
+        (
+            t.alias("t")
+            .merge(src.alias("s"), "s.id = t.id")
+            .whenMatchedUpdate(set={"val": f"{name}(s.val)"})
+            .execute()
+        )
+    assert len(list(tmp_path.glob("race-*"))) >= attempts
     assert lance.dataset(table_uri).to_table().to_pydict()["val"].count("x") == 0
     assert _files(table_uri) == _all_versions_files(table_uri)
 

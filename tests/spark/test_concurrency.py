@@ -11,12 +11,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import lance
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
@@ -132,9 +134,8 @@ def _committed_predicates(uri: str, since: int) -> list[str]:
 
 @pytest.fixture
 def attempts(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts the attempts of row-level statements (each attempt of a MERGE pins the table
-    once; each attempt of an UPDATE or DELETE, which Spark plans, reads its latest version
-    once)."""
+    """Counts the attempts of row-level statements (each attempt reads the table's latest
+    version once)."""
     counter = {"attempts": 0}
     lock = threading.Lock()
 
@@ -146,7 +147,6 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
         return call
 
-    monkeypatch.setattr(changes, "pin", counted(changes.pin))
     monkeypatch.setattr(changes, "statement_version", counted(changes.statement_version))
     return counter
 
@@ -237,69 +237,91 @@ def test_two_merges_of_the_same_new_keys_leave_each_key_once(
     assert len(_read(table_uri)) == 150
 
 
+def _appending_udf(spark: SparkSession, uri: str, marks: Path, key: Callable[[int], int]) -> str:
+    """The name of a string UDF that, the first time it runs in each attempt of a statement
+    (``marks/attempt`` holds the attempt's number), appends a row with the key ``key(n)``
+    to the table, as another writer would while the statement runs; returns its argument."""
+
+    def appends(val: str | None) -> str | None:
+        n = int((marks / "attempt").read_text())
+        try:
+            os.close(os.open(marks / f"done-{n}", os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return val
+        row = pa.table({"k": pa.array([key(n)], pa.int64()), "val": ["other"]})
+        lance.write_dataset(row, uri, mode="append")
+        return val
+
+    name = f"appends_{uuid.uuid4().hex[:8]}"
+    spark.udf.register(name, appends, "string")
+    return name
+
+
+def _numbered_attempts(monkeypatch: pytest.MonkeyPatch, marks: Path) -> None:
+    """Each attempt of a statement writes its number to ``marks/attempt`` first."""
+    real = changes.statement_version
+    count = [0]
+
+    def version(uri: str, storage: Any) -> int:
+        count[0] += 1
+        (marks / "attempt").write_text(str(count[0]))
+        return real(uri, storage)
+
+    monkeypatch.setattr(changes, "statement_version", version)
+
+
 def test_a_statement_that_keeps_losing_raises_and_changes_nothing(
-    spark: SparkSession, table_uri: str, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, table_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before each commit another writer appends a row with a key the MERGE inserts: every
-    attempt overlaps, and after RETRY.attempts the MERGE raises, naming both versions."""
+    """While each attempt runs, another writer appends a row with a key the MERGE inserts:
+    every attempt overlaps, and after RETRY.attempts the MERGE raises, naming both
+    versions."""
     _table(spark, table_uri)
-    real = changes.pin
-    appended: list[int] = []
-
-    def pin(spark_: SparkSession, uri: str, storage: Any) -> changes.Pinned:
-        pinned = real(spark_, uri, storage)
-        import pyarrow as pa
-
-        key = 1000 + len(appended)
-        lance.write_dataset(
-            pa.table({"k": pa.array([key], pa.int64()), "val": ["other"]}), uri, mode="append"
-        )
-        appended.append(key)
-        return pinned
-
-    monkeypatch.setattr(changes, "pin", pin)
     monkeypatch.setattr(jobs, "RETRY", replace(jobs.RETRY, backoff_max_s=0.0))
+    _numbered_attempts(monkeypatch, tmp_path)
+    appends = _appending_udf(spark, table_uri, tmp_path, lambda n: 999 + n)
     src = spark.createDataFrame([(1000 + i, "mine") for i in range(20)], "k long, val string")
     t = LanceTable.forPath(spark, table_uri)
     with pytest.raises(ConcurrentModificationError, match=r"gave up after 8 attempt") as info:
-        t.alias("t").merge(src.alias("s"), "t.k = s.k").whenNotMatchedInsertAll().execute()
+        (
+            t.alias("t")
+            .merge(src.alias("s"), "t.k = s.k")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsert(values={"k": "s.k", "val": f"{appends}(s.val)"})
+            .execute()
+        )
     err = info.value
     assert err.read_version is not None and err.conflicting_version == err.read_version + 1
     assert f"read version {err.read_version}" in str(err)
     assert f"version {err.conflicting_version}" in str(err)
-    assert "'k' is 1007" in str(err)
-    assert len(appended) == jobs.RETRY.attempts
+    assert "1 row(s) matching this statement's read filter `k` IN (" in str(err)
+    assert len(list(tmp_path.glob("done-*"))) == jobs.RETRY.attempts
     rows = _read(table_uri)
     assert [v for _, v in rows].count("mine") == 0
     assert len(rows) == 100 + jobs.RETRY.attempts
 
 
 def test_appends_of_disjoint_keys_do_not_redo_a_merge(
-    spark: SparkSession, table_uri: str, attempts: dict[str, int], monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession,
+    table_uri: str,
+    tmp_path: Path,
+    attempts: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A concurrent append whose keys the MERGE's source does not have is no overlap."""
     _table(spark, table_uri)
-    real = changes.pin
-
-    def pin(spark_: SparkSession, uri: str, storage: Any) -> changes.Pinned:
-        pinned = real(spark_, uri, storage)
-        import pyarrow as pa
-
-        lance.write_dataset(
-            pa.table({"k": pa.array([7000], pa.int64()), "val": ["other"]}), uri, mode="append"
-        )
-        return pinned
-
-    monkeypatch.setattr(changes, "pin", pin)
+    _numbered_attempts(monkeypatch, tmp_path)
+    appends = _appending_udf(spark, table_uri, tmp_path, lambda n: 7000)
     src = spark.createDataFrame([(3, "mine"), (500, "mine")], "k long, val string")
     t = LanceTable.forPath(spark, table_uri)
     (
         t.alias("t")
         .merge(src.alias("s"), "t.k = s.k")
-        .whenMatchedUpdateAll()
+        .whenMatchedUpdate(set={"val": f"{appends}(s.val)"})
         .whenNotMatchedInsertAll()
         .execute()
     )
+    assert len(list(tmp_path.glob("done-*"))) == 1
     assert attempts["attempts"] == 1
     rows = dict(_read(table_uri))
     assert rows[3] == "mine" and rows[500] == "mine" and rows[7000] == "other"
@@ -320,12 +342,12 @@ _DRIVER = textwrap.dedent(
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     lance_spark.register(spark)
     attempts = 0
-    real_pin = changes.pin
-    def pin(*args, **kwargs):
+    real_version = changes.statement_version
+    def version(*args, **kwargs):
         global attempts
         attempts += 1
-        return real_pin(*args, **kwargs)
-    changes.pin = pin
+        return real_version(*args, **kwargs)
+    changes.statement_version = version
     src0 = spark.range(1).selectExpr("id AS k", "'x' AS val")  # warm up before the barrier
     src0.collect()
 

@@ -1,5 +1,7 @@
-"""MERGE key pruning: which conditions prune, what the pushed filter keeps, and that a pruned
-MERGE leaves exactly the table the unpruned one does (checked with pylance)."""
+"""MERGE key pruning through the table API (the companion prunes the MERGE Spark plans; which
+conditions prune is in tests/spark/test_sql_dml.py): the source is cached while it is needed
+and no longer, and a pruned MERGE leaves exactly the table the unpruned one does (checked
+with pylance)."""
 
 from __future__ import annotations
 
@@ -12,15 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import LanceTable, _spark
-from lance_spark.errors import InvalidOptionError
-from lance_spark.table.merge_pruning import (
-    MAX_SOURCE_ROWS_CONF,
-    EquiKey,
-    KeyPruner,
-    find_equi_key,
-    generates_rows,
-    max_source_rows,
-)
+
+MAX_SOURCE_ROWS_CONF = "spark.lance.merge.keyPruning.maxSourceRows"
 
 pytestmark = pytest.mark.spark
 
@@ -35,57 +30,31 @@ def _target(spark: SparkSession, uri: str, rows: int = 1000) -> DataFrame:
     return spark.read.format("lance").load(uri)
 
 
-@pytest.mark.parametrize(
-    ("condition", "expected"),
-    [
-        ("s.id = t.id", EquiKey("id", "id")),
-        ("t.id = s.id AND t.n < 25", EquiKey("id", "id")),
-        ("t.n > 3 AND s.key = t.id", EquiKey("id", "key")),
-        ("s.id <=> t.id", None),  # null-safe: NULL keys match too
-        ("t.n > s.n", None),
-        ("s.id = t.id OR s.n = t.n", None),
-        ("s.small = t.id", None),  # int vs long: the equality compares casts
-        ("s.id + 1 = t.id", None),
-    ],
-)
-def test_find_equi_key(
-    spark: SparkSession, table_uri: str, condition: str, expected: EquiKey | None
+def test_a_source_that_reads_data_is_released_after_the_merge(
+    spark: SparkSession, table_uri: str, tmp_path: object
 ) -> None:
-    target = _target(spark, table_uri, rows=10).alias("t")
-    source = spark.createDataFrame([(1, 1, 1, 1)], "id long, key long, n int, small int").alias("s")
-    assert find_equi_key(target, source, F.expr(condition)) == expected
-
-
-def test_predicate_keeps_only_the_source_keys(spark: SparkSession, table_uri: str) -> None:
-    _target(spark, table_uri)
-    source = spark.createDataFrame([(5,), (7,), (7,), (None,), (5000,)], "id long")
-    pruner = KeyPruner(source, max_rows=10, enabled=True)
-    try:
-        predicate = pruner.predicate(EquiKey("id", "id"), lance.dataset(table_uri).schema)
-        assert predicate is not None
-        kept = lance.dataset(table_uri).to_table(filter=predicate, columns=["id"])
-        assert sorted(kept.column("id").to_pylist()) == [5, 7]
-        # The source stays cached until release(): both of its evaluations see the same rows.
-        assert source.storageLevel != StorageLevel.NONE
-    finally:
-        pruner.release()
+    """Spark evaluates the source twice when the target is pruned by its keys (the keys,
+    then the join): a source reading a table is cached for the statement, so both see the
+    same rows, and released after it."""
+    _target(spark, table_uri, rows=10)
+    other = f"{tmp_path}/source.lance"
+    spark.createDataFrame([(1, 5, "x"), (20, 7, "y")], "id long, n int, s string").write.format(
+        "lance"
+    ).save(other)
+    source = spark.read.format("lance").load(other)
+    row = (
+        LanceTable.forPath(spark, table_uri)
+        .alias("t")
+        .merge(source.alias("s"), "s.id = t.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+        .first()
+    )
+    assert row is not None and tuple(row) == (2, 1, 0, 1)
     assert source.storageLevel == StorageLevel.NONE
-
-
-def test_generated_sources_are_not_cached(spark: SparkSession, table_uri: str) -> None:
-    _target(spark, table_uri)
-    source = spark.range(0, 2000, 7).select((F.col("id") + 1).alias("id"), F.lit("x").alias("s"))
-    pruner = KeyPruner(source, max_rows=1000, enabled=True)
-    try:
-        predicate = pruner.predicate(EquiKey("id", "id"), lance.dataset(table_uri).schema)
-        assert predicate is not None
-        kept = lance.dataset(table_uri).to_table(filter=predicate, columns=["id"])
-        assert sorted(kept.column("id").to_pylist()) == list(range(1, 1000, 7))
-        # Recomputing it gives the same rows; Spark Connect shows no plan to tell: cached there.
-        cached = source.storageLevel != StorageLevel.NONE
-        assert cached is _spark.is_connect(spark)
-    finally:
-        pruner.release()
+    ids = sorted(r["id"] for r in lance.dataset(table_uri).to_table(columns=["id"]).to_pylist())
+    assert ids == [*range(10), 20]
 
 
 @pytest.mark.parametrize(
@@ -104,20 +73,9 @@ def test_which_sources_only_generate_rows(
 ) -> None:
     _target(spark, table_uri, rows=10)
     # Spark Connect shows no analysed plan: always False there (the source is cached).
-    assert generates_rows(make(spark, table_uri)) is (expected and not _spark.is_connect(spark))
-
-
-def test_no_predicate_when_disabled_or_the_source_is_too_large(
-    spark: SparkSession, table_uri: str
-) -> None:
-    _target(spark, table_uri, rows=10)
-    schema = lance.dataset(table_uri).schema
-    source = spark.createDataFrame([(1,), (2,), (3,)], "id long")
-    key = EquiKey("id", "id")
-    assert KeyPruner(source, max_rows=2, enabled=True).predicate(key, schema) is None
-    assert KeyPruner(source, max_rows=3, enabled=False).predicate(key, schema) is None
-    assert KeyPruner(source, max_rows=0, enabled=True).predicate(key, schema) is None
-    assert source.storageLevel == StorageLevel.NONE  # nothing was cached for nothing
+    assert _spark.generates_rows(make(spark, table_uri)) is (
+        expected and not _spark.is_connect(spark)
+    )
 
 
 def test_a_source_the_caller_cached_stays_cached(spark: SparkSession, table_uri: str) -> None:
@@ -132,14 +90,22 @@ def test_a_source_the_caller_cached_stays_cached(spark: SparkSession, table_uri:
         source.unpersist()
 
 
-def test_max_source_rows_conf_is_validated(spark: SparkSession) -> None:
+def test_max_source_rows_conf_is_validated(spark: SparkSession, table_uri: str) -> None:
+    _target(spark, table_uri, rows=10)
+    source = spark.createDataFrame([(1, 1, "x")], "id long, n int, s string")
+    merge = (
+        LanceTable.forPath(spark, table_uri)
+        .alias("t")
+        .merge(source.alias("s"), "s.id = t.id")
+        .whenMatchedUpdateAll()
+    )
     spark.conf.set(MAX_SOURCE_ROWS_CONF, "lots")
     try:
-        with pytest.raises(InvalidOptionError, match=MAX_SOURCE_ROWS_CONF):
-            max_source_rows(spark)
+        with pytest.raises(Exception, match=f"{MAX_SOURCE_ROWS_CONF}=lots is not a whole number"):
+            merge.execute()
     finally:
         spark.conf.unset(MAX_SOURCE_ROWS_CONF)
-    assert max_source_rows(spark) > 0
+    assert tuple(merge.execute().first() or ()) == (1, 1, 0, 0)
 
 
 def _upsert(spark: SparkSession, uri: str, source: DataFrame, max_rows: int) -> tuple[int, ...]:

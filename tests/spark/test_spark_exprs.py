@@ -131,42 +131,6 @@ def check_one_value_per_row(spark: SparkSession) -> None:
     assert str(caught.value.getCondition()).startswith("UNRESOLVED_COLUMN")
 
 
-# (condition over target t(id, n, s) and source s(id, key, n, small), expected key)
-EQUI_KEYS: list[tuple[str, Callable[[DataFrame], Column], tuple[str, str] | None]] = [
-    ("s.id = t.id", lambda s: F.expr("s.id = t.id"), ("id", "id")),
-    ("swapped", lambda s: F.expr("t.id = s.id"), ("id", "id")),
-    ("extra conjuncts", lambda s: F.expr("t.n < 25 AND (s.key = t.id) AND s.n > 1"), ("id", "key")),
-    ("other case", lambda s: F.expr("S.KEY = T.Id"), ("id", "key")),
-    ("unqualified source-only", lambda s: F.expr("key = t.id"), ("id", "key")),
-    ("null-safe", lambda s: F.expr("s.id <=> t.id"), None),
-    ("non-equi", lambda s: F.expr("t.n > s.n"), None),
-    ("or", lambda s: F.expr("s.id = t.id OR s.n = t.n"), None),
-    ("other types", lambda s: F.expr("s.small = t.id"), None),  # int vs long: casts
-    ("expression on a key", lambda s: F.expr("s.id + 1 = t.id"), None),
-    ("not", lambda s: F.expr("NOT (s.id = t.id)"), None),
-    ("columns", lambda s: F.col("t.id") == F.col("s.key"), ("id", "key")),
-    (
-        "columns swapped",
-        lambda s: (F.col("s.id") == F.col("t.id")) & (F.col("t.n") > 3),
-        ("id", "id"),
-    ),
-    ("frame column", lambda s: s["key"] == F.col("t.id"), ("id", "key")),
-    ("mixed", lambda s: F.expr("t.n > 0") & F.expr("t.id = s.key"), ("id", "key")),
-    ("expression column", lambda s: F.col("t.id") == F.col("s.key") + 1, None),
-    ("does not resolve", lambda s: F.expr("t.id = s.nope"), None),
-]
-
-
-def check_equi_keys(spark: SparkSession, uri: str) -> None:
-    spark.range(10).selectExpr(
-        "id", "CAST(id * 10 AS INT) AS n", "CAST(id AS STRING) AS s"
-    ).write.format("lance").mode("overwrite").save(uri)
-    target = spark.read.format("lance").load(uri).alias("t")
-    source = spark.createDataFrame([(1, 1, 1, 1)], "id long, key long, n int, small int").alias("s")
-    for name, make, expected in EQUI_KEYS:
-        assert _spark.equi_key(target, source, make(source)) == expected, name
-
-
 def check_sql_text(spark: SparkSession) -> None:
     """History text: a readable rendering in both modes, never an error."""
     df = _frame(spark)
@@ -207,10 +171,6 @@ def test_one_value_per_row(spark: SparkSession) -> None:
     check_one_value_per_row(spark)
 
 
-def test_equi_keys(spark: SparkSession, table_uri: str) -> None:
-    check_equi_keys(spark, table_uri)
-
-
 def test_sql_text(spark: SparkSession) -> None:
     check_sql_text(spark)
 
@@ -229,8 +189,6 @@ CHECKS: list[Callable[..., Any]] = [
 ]
 
 if __name__ == "__main__":  # by hand against a Connect server: python ... sc://127.0.0.1:PORT
-    import tempfile
-
     from lance_spark import LanceDataSource
 
     session = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
@@ -238,6 +196,3 @@ if __name__ == "__main__":  # by hand against a Connect server: python ... sc://
     for check in CHECKS:
         check(session)
         print("ok", check.__name__)
-    with tempfile.TemporaryDirectory() as tmp:
-        check_equi_keys(session, f"{tmp}/t.lance")
-        print("ok check_equi_keys")

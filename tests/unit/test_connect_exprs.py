@@ -9,7 +9,6 @@ import re
 import pytest
 from pyspark.sql.connect import functions as CF
 from pyspark.sql.connect.column import Column as ConnectColumn
-from pyspark.sql.connect.expressions import ColumnReference
 
 from lance_spark import _spark
 
@@ -92,45 +91,6 @@ def test_expression_names_of_sql_text_inside_a_tree() -> None:
 )
 def test_expression_names_gives_up_on_stars(column: ConnectColumn) -> None:
     assert _spark.expression_names(column._expr) is None
-
-
-def _ref(*parts: str, plan_id: int | None = None) -> tuple[tuple[str, ...], int | None]:
-    return tuple(parts), plan_id
-
-
-@pytest.mark.parametrize(
-    ("column", "pairs"),
-    [
-        (CF.expr("t.a = s.b"), [(_ref("t", "a"), _ref("s", "b"))]),
-        (
-            CF.expr("(t.a = s.b) AND x > 1 AND s.c = t.`c d`"),
-            [
-                (_ref("t", "a"), _ref("s", "b")),
-                (_ref("s", "c"), _ref("t", "c d")),
-            ],
-        ),
-        (
-            (CF.col("t.a") == CF.col("s.b")) & CF.expr("s.c = t.c"),
-            [(_ref("t", "a"), _ref("s", "b")), (_ref("s", "c"), _ref("t", "c"))],
-        ),
-        ((CF.col("a") == CF.expr("b")) & (CF.col("c") > 1), [(_ref("a"), _ref("b"))]),
-        (CF.expr("t.a = s.b OR t.c = s.c"), []),
-        (CF.expr("NOT t.a = s.b"), []),
-        (CF.expr("t.a + 1 = s.b"), []),
-        (CF.expr("t.a <=> s.b"), []),
-        (CF.col("t.a").eqNullSafe(CF.col("s.b")), []),
-        (CF.col("t.a") == CF.col("s.b") + 1, []),
-        (~(CF.col("t.a") == CF.col("s.b")), []),
-        ((CF.col("t.a") == CF.col("s.b")) | CF.lit(False), []),
-    ],
-)
-def test_equality_pairs(column: ConnectColumn, pairs: list[object]) -> None:
-    assert _spark.equality_pairs(column._expr) == pairs
-
-
-def test_equality_pairs_keep_the_plan_id_of_a_frame_column() -> None:
-    column = ConnectColumn(ColumnReference("k", plan_id=7)) == CF.col("t.id")
-    assert _spark.equality_pairs(column._expr) == [(_ref("k", plan_id=7), _ref("t", "id"))]
 
 
 @pytest.mark.parametrize(
