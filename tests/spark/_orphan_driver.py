@@ -2,7 +2,9 @@
 
     python _orphan_driver.py retries      <table> <work dir>   # local[2,4]: task retries
     python _orphan_driver.py kill-append  <table> <work dir>   # blocks mid-job: kill -9 it
-    python _orphan_driver.py kill-merge   <table> <work dir>   # blocks before the commit
+    # a MERGE blocks at its commit (the test puts _commit_gate/ on PYTHONPATH and sets
+    # LANCE_SPARK_TEST_COMMIT_GATE):
+    python _orphan_driver.py kill-merge   <table> <work dir>
     # after a committed UPDATE, a change whose deletion file exists blocks at its commit
     # (the test puts _commit_gate/ on PYTHONPATH and sets LANCE_SPARK_TEST_COMMIT_GATE):
     python _orphan_driver.py kill-replace-where|kill-update|kill-merge-deletes <table> <work dir>
@@ -160,12 +162,8 @@ def _blocked_append(spark: SparkSession, table: str, work: Path) -> None:
 
 
 def _blocked_merge(spark: SparkSession, table: str, work: Path) -> None:
-    def blocked_commit(*args: Any, **kwargs: Any) -> Any:
-        _done(work, "commit-reached")
-        time.sleep(_WAIT)  # the test kills this process now
-        raise RuntimeError("not killed")
-
-    lance.LanceDataset.commit = staticmethod(blocked_commit)  # type: ignore[method-assign]
+    """A MERGE stopped at its Lance commit by _commit_gate/sitecustomize.py."""
+    (work / "armed").touch()
     source = spark.range(ROWS - 50, ROWS + 50, 1, PARTS).selectExpr("id", "concat('m', id) AS val")
     (
         LanceTable.forPath(spark, table)
