@@ -50,7 +50,6 @@ class TaskResult(WriterCommitMessage):
     removed_fragment_ids: tuple[int, ...] = ()  # fragments of which no row is left
     counts: Mapping[str, int] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # data files written, relative to data/
-    violations: tuple[tuple[int, int], ...] = ()  # (fragment id, offset) matched twice
     schema: LanceSchema | None = None  # the table's schema with Lance's field ids
     rewrites: tuple[str, ...] = ()  # compaction: Lance RewriteResult JSON, one per Lance task
     error: LanceSparkError | None = None
@@ -105,7 +104,6 @@ def combine(results: Iterable[TaskResult]) -> TaskResult:
         removed_fragment_ids=tuple(i for r in results for i in r.removed_fragment_ids),
         counts=dict(counts),
         files=tuple(p for r in results for p in r.files),
-        violations=tuple(v for r in results for v in r.violations),
         schema=schemas[0] if schemas else None,
         rewrites=tuple(j for r in results for j in r.rewrites),
     )

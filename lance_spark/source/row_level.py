@@ -49,7 +49,6 @@ OFFSET_MASK = 0xFFFFFFFF
 KIND_UPDATE = "update"  # delete the target row, write the row's values
 KIND_DELETE = "delete"  # delete the target row
 KIND_INSERT = "insert"  # write the row's values
-KIND_MATCHED = "matched"  # a matched target row no clause acts on: only counted (cardinality)
 
 # Columns of a change row besides the table's own (all start with "__lance_spark").
 FRAG = "__lance_spark_fragment_id"
@@ -269,9 +268,7 @@ def change_task(
     uri: str,
     version: int,
     write_schema: pa.Schema | None,
-    evolved: bool,
     stable_row_ids: bool,
-    check_cardinality: bool,
     job_id: str,
     storage: dict[str, str],
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
@@ -291,7 +288,7 @@ def change_task(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
         files = staging.TaskFiles(uri, job_id, storage=storage)
-        changes = FragmentChanges(uri, version, storage, files, check_cardinality)
+        changes = FragmentChanges(uri, version, storage, files)
         new: list[FragmentMetadata] = []
 
         def to_write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -319,31 +316,24 @@ def change_task(
                         pa.RecordBatchReader.from_batches(write_schema, fed),
                         uri,
                         schema=write_schema,
-                        # "append" checks the schema against the table's, which lacks added
-                        # columns.
-                        mode="overwrite" if evolved else "append",
+                        mode="append",
                         max_rows_per_file=max_rows_per_file,
                         storage_options=storage or None,
                         progress=files.progress(),
                     )
-                ids = np.concatenate(row_ids) if stable_row_ids and row_ids else None
-                # A row id twice: a target row rewritten twice, a cardinality violation its
-                # fragment reports when its rows are over (and nothing is committed).
-                if ids is not None and distinct(ids)[1] is None:
-                    _carry_row_ids(written, ids)
+                if stable_row_ids and row_ids:
+                    _carry_row_ids(written, np.concatenate(row_ids))
                 new.extend(written)
         changes.flush()  # the last fragment
-        violations = [changes.violation] if changes.violation is not None else []
         data_files = [f.path for fragment in new for f in fragment.files]
         files.record(data=data_files)
         counts = {name: changes.counts[name] for name in (KIND_UPDATE, KIND_INSERT)}
         yield TaskResult(
             new_fragments=tuple(new),
-            updated_fragments=() if violations else tuple(changes.updated),
-            removed_fragment_ids=() if violations else tuple(changes.removed),
+            updated_fragments=tuple(changes.updated),
+            removed_fragment_ids=tuple(changes.removed),
             counts={**counts, KIND_DELETE: changes.deleted_rows},
             files=tuple(data_files),
-            violations=tuple(violations),
         )
 
     return run
@@ -391,8 +381,9 @@ def chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[Iterator[pa
 
 class FragmentChanges:
     """The change rows of one task, target fragment by target fragment (a fragment's rows
-    arrive together): counts them, checks that no target row is matched twice, and writes each
-    fragment's deletion file when its rows are over (:meth:`flush`)."""
+    arrive together): counts them and writes each fragment's deletion file when its rows are
+    over (:meth:`flush`). Spark has checked that no target row is matched twice (its MERGE
+    cardinality check)."""
 
     def __init__(
         self,
@@ -400,22 +391,18 @@ class FragmentChanges:
         version: int,
         storage: Mapping[str, str],
         files: staging.TaskFiles,
-        check_cardinality: bool,
     ) -> None:
         self._uri = uri
         self._version = version
         self._storage = storage
         self._files = files
-        self._check_cardinality = check_cardinality
         self._ds: lance.LanceDataset | None = None
         self.counts: Counter[str] = Counter()
         self.deleted_rows = 0  # distinct rows deleted (an unconditional DELETE may see one twice)
         self.updated: list[FragmentMetadata] = []
         self.removed: list[int] = []
-        self.violation: tuple[int, int] | None = None  # (fragment id, offset) matched twice
         self._done: set[int] = set()  # fragments whose rows are over
         self._current: int | None = None
-        self._matched: list[np.ndarray] = []  # offsets of the current fragment's rows
         self._deleted: list[np.ndarray] = []
         self._rewritten: list[np.ndarray] = []
 
@@ -447,26 +434,20 @@ class FragmentChanges:
                     )
                 self._current = fragment_id
             part = offsets[start:end]
-            self._matched.append(part)
             self._deleted.append(part[deleted[start:end]])
             self._rewritten.append(part[rewritten[start:end]])
 
     def flush(self) -> None:
-        """Write the current fragment's deletion file (none after a cardinality violation:
-        nothing is committed then)."""
+        """Write the current fragment's deletion file."""
         fragment_id, self._current = self._current, None
         if fragment_id is None:
             return
         self._done.add(fragment_id)
         deleted, _ = distinct(np.concatenate(self._deleted))
         offsets, _ = distinct(np.concatenate([deleted, *self._rewritten]))
-        if self._check_cardinality and self.violation is None:
-            _, twice = distinct(np.concatenate(self._matched))
-            if twice is not None:
-                self.violation = (fragment_id, twice)
-        self._matched, self._deleted, self._rewritten = [], [], []
+        self._deleted, self._rewritten = [], []
         self.deleted_rows += int(deleted.size)
-        if self.violation is not None or not offsets.size:
+        if not offsets.size:
             return
         if self._ds is None:
             self._ds = dataset.open_version(self._uri, self._version, storage=self._storage)
@@ -549,9 +530,7 @@ class RowLevelWriter(DataSourceArrowWriter):
             self.target.uri,
             self.target.version,
             self.statement.write_schema,
-            False,
             self.target.stable_row_ids,
-            False,  # Spark checks a MERGE's cardinality itself
             self.job_id,
             dict(self.storage),
             self.max_rows_per_file,

@@ -72,7 +72,6 @@ _results = st.builds(
     removed_fragment_ids=st.lists(_ids, max_size=3).map(tuple),
     counts=st.dictionaries(_names, st.integers(0, 2**40), max_size=3),
     files=st.lists(_names, max_size=3).map(tuple),
-    violations=st.lists(st.tuples(_ids, _ids), max_size=2).map(tuple),
     schema=st.none() | _schemas,
     error=st.none() | _errors,
 )
@@ -92,7 +91,7 @@ def _same(a: TaskResult, b: TaskResult) -> None:
         b.updated_fragments,
         b.removed_fragment_ids,
     )
-    assert (dict(a.counts), a.files, a.violations) == (dict(b.counts), b.files, b.violations)
+    assert (dict(a.counts), a.files) == (dict(b.counts), b.files)
 
 
 @settings(max_examples=60, deadline=None)
@@ -135,12 +134,11 @@ def test_combine_sums_in_task_order() -> None:
         removed_fragment_ids=(3,), counts={"rows": 2, "x": 1}, files=("a",), schema=schema
     )
     second = TaskResult(removed_fragment_ids=(1,), counts={"rows": 5}, files=("b", "c"))
-    third = TaskResult(violations=((4, 7),), schema=schema)
+    third = TaskResult(schema=schema)
     done = source_jobs.combine([first, second, third])
     assert done.removed_fragment_ids == (3, 1)
     assert done.counts == {"rows": 7, "x": 1}
     assert done.files == ("a", "b", "c")
-    assert done.violations == ((4, 7),)
     assert done.schema == schema
     assert source_jobs.combine([]) == TaskResult()
 

@@ -7,7 +7,7 @@ that collected its input before writing (``list(iterator)``, ``Table.from_batche
 hold every batch at the last pull and would have finished no file before it; a streaming one
 holds a few batches at any time and has finished files long before its input ends. The
 tasks' results are then committed with pylance and checked, so the streaming keeps the exact
-outcome (rows, deletions, carried row ids, cardinality violations, errors).
+outcome (rows, deletions, carried row ids, errors).
 """
 
 from __future__ import annotations
@@ -184,13 +184,9 @@ def _upsert(ds: lance.LanceDataset, batch_rows: int, inserts: int) -> Iterator[p
         yield _change_rows(rows[start : start + batch_rows], seed=start)
 
 
-def _run_change(
-    job: StagedJob, batches: Iterator[pa.RecordBatch], *, check: bool = True
-) -> TaskResult:
+def _run_change(job: StagedJob, batches: Iterator[pa.RecordBatch]) -> TaskResult:
     assert job.read_version is not None
-    task = row_level.change_task(
-        job.uri, job.read_version, SCHEMA, False, True, check, job.job_id, {}, 4_000
-    )
+    task = row_level.change_task(job.uri, job.read_version, SCHEMA, True, job.job_id, {}, 4_000)
     (result,) = list(task(batches))
     return result
 
@@ -226,7 +222,7 @@ def test_change_task_streams_and_writes_each_fragment_s_deletions_when_its_rows_
         row_level.KIND_DELETE: deleted,
         row_level.KIND_INSERT: 3_000,
     }
-    assert not result.violations and not result.removed_fragment_ids
+    assert not result.removed_fragment_ids
     assert sorted(f.id for f in result.updated_fragments) == list(range(FRAGMENTS))
     # One write per 4,000 rows: the files a single write would have rolled.
     assert [f.physical_rows for f in result.new_fragments] == [4_000] * 5 + [3_000]
@@ -242,27 +238,6 @@ def test_change_task_streams_and_writes_each_fragment_s_deletions_when_its_rows_
     # The rewritten rows keep their stable row ids, across the rolled files.
     row_ids = dict(zip(values, after.column("_rowid").to_pylist(), strict=True))
     assert all(row_ids[i + 1_000_000] == old_ids[i] for i in range(0, len(old_ids), 2))
-
-
-def test_change_task_reports_a_row_matched_twice(tmp_path: Path) -> None:
-    uri = str(tmp_path / "t.lance")
-    ds = _table(uri)
-    rows = [(0, 5, 5, row_level.KIND_UPDATE, 1), (1, 7, None, row_level.KIND_MATCHED, 0)]
-    rows += [(1, 7, None, row_level.KIND_DELETE, 0), (2, 1, None, row_level.KIND_DELETE, 0)]
-    with _job(uri, ds.version) as job:
-        result = _run_change(job, iter([_change_rows(rows)]))
-    assert result.violations == ((1, 7),)
-    assert not result.updated_fragments and not result.removed_fragment_ids
-    # A row rewritten twice (both copies in one written file): reported, not a crash on the
-    # file's row ids.
-    twice = [(2, 9, 2 * FRAGMENT_ROWS + 9, row_level.KIND_UPDATE, v) for v in (1, 2)]
-    with _job(uri, ds.version) as job:
-        result = _run_change(job, iter([_change_rows(twice)]))
-    assert result.violations == ((2, 9),)
-    # Without the check (an unconditional DELETE), the row is deleted once.
-    with _job(uri, ds.version) as job:
-        result = _run_change(job, iter([_change_rows(rows[1:3])]), check=False)
-    assert result.counts[row_level.KIND_DELETE] == 1 and not result.violations
 
 
 def test_change_task_refuses_a_fragment_s_rows_apart(tmp_path: Path) -> None:
@@ -281,7 +256,7 @@ def test_change_task_deletes_a_whole_fragment(tmp_path: Path) -> None:
     ds = _table(uri)
     rows = [(3, o, None, row_level.KIND_DELETE, 0) for o in range(FRAGMENT_ROWS)]
     with _job(uri, ds.version) as job:
-        task = row_level.change_task(uri, ds.version, None, False, True, True, job.job_id, {})
+        task = row_level.change_task(uri, ds.version, None, True, job.job_id, {})
         (result,) = list(task(iter([_change_rows(rows)])))
     assert result.removed_fragment_ids == (3,) and not result.new_fragments
     assert result.counts[row_level.KIND_DELETE] == FRAGMENT_ROWS
