@@ -102,8 +102,10 @@ def merge(
             # Spark limit (4.3, RewriteMergeIntoTable): a MERGE that only inserts is planned
             # as a plain append, which no check against concurrent commits covers (two such
             # MERGEs could insert the same new key twice). A clause that never acts keeps it
-            # the companion's row-level operation: serializable, a MERGE in the history. Can
-            # go when the companion checks an insert-only MERGE's append itself.
+            # the companion's row-level operation: serializable, a MERGE in the history. The
+            # companion's analyzer rule LanceInsertOnlyMerge adds the same clause to SQL, but
+            # only in sessions built with the extension, not in a running session `register`
+            # installed the companion on; this can go when no such session is supported.
             whens += " WHEN NOT MATCHED BY SOURCE AND false THEN DELETE"
         evolution = "WITH SCHEMA EVOLUTION " if spec.schema_evolution else ""
         alias = quote_identifier(source_alias)

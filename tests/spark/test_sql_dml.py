@@ -65,7 +65,8 @@ def dml_counts(spark: SparkSession, uri: str, text: str) -> tuple[int, ...]:
     assert entry is not None
     m = {k: int(v) for k, v in entry.operationMetrics.items()}
     if merge and entry.operation == "WRITE":
-        # A MERGE with only NOT MATCHED clauses is an append in Spark's plan.
+        # A MERGE with only NOT MATCHED clauses, in a session the companion was installed on
+        # while running (its analyzer has no LanceInsertOnlyMerge): Spark's plain append.
         assert entry.operationParameters["mode"] == "Append"
         return (m["numOutputRows"], 0, 0, m["numOutputRows"])
     assert entry.operation == ("MERGE" if merge else "UPDATE" if update else "DELETE")
@@ -768,6 +769,47 @@ def test_a_merge_conflicts_only_with_commits_of_the_rows_its_keys_read(
     assert "ConcurrentModificationError" in message and "deleted rows among" in message
     assert _version(table_uri) == read + 1
     assert not any(r[0] == 2 for r in table_rows(table_uri))
+
+
+def test_an_insert_only_merge_is_a_serializable_merge(
+    connect_spark: SparkSession, table_uri: str, tmp_path: Path
+) -> None:
+    """A MERGE with only NOT MATCHED clauses stays Spark's row-level MERGE on Lance (Spark
+    would plan a plain append, which nothing checks against concurrent commits): a row with a
+    source key committed meanwhile refuses it, instead of the key ending up twice; without a
+    race it is one MERGE version with its metrics, and a source row matching a target row
+    (twice, even) does nothing. On the Connect server (built with the companion's extension):
+    the classic test session had the companion installed while running, and its analyzer
+    lacks the companion's rule."""
+    spark = connect_spark
+    make_target(spark, table_uri, TARGET)
+    schema = lance.dataset(table_uri).schema
+    row = pa.table({"id": [9], "val": ["late"], "n": [9]}).cast(schema)
+    racing = _once(spark, tmp_path, lambda: lance.write_dataset(row, table_uri, mode="append"))
+    rows = [(2, "B", 2, ""), (2, "C", 3, ""), (9, "I", 9, "")]
+    src = f"insert_only_{uuid.uuid4().hex[:8]}"
+    spark.createDataFrame(rows, SOURCE_SCHEMA).createOrReplaceTempView(src)
+
+    def merge(val: str) -> str:
+        return (
+            f"MERGE INTO lance.`{table_uri}` t USING {src} s ON s.id = t.id "
+            f"WHEN NOT MATCHED THEN INSERT (id, val, n) VALUES (s.id, {val}, s.n)"
+        )
+
+    read = _version(table_uri)
+    with pytest.raises(Exception) as caught:
+        spark.sql(merge(f"{racing}(s.val)")).collect()
+    message = str(caught.value)
+    assert "ConcurrentModificationError" in message and f"version {read + 1}" in message
+    assert _version(table_uri) == read + 1
+    assert [r for r in table_rows(table_uri) if r[0] == 9] == [(9, "late", 9)]
+
+    lance.dataset(table_uri).delete("id = 9")
+    read = _version(table_uri)
+    assert dml_counts(spark, table_uri, merge("s.val")) == (1, 0, 0, 1)
+    assert _version(table_uri) == read + 1
+    assert LanceTable.forPath(spark, table_uri).history(1).first().operation == "MERGE"
+    assert [r for r in table_rows(table_uri) if r[0] in (2, 9)] == [(2, "b", 20), (9, "I", 9)]
 
 
 # --- (8) DataFrame.mergeInto -----------------------------------------------------------------------

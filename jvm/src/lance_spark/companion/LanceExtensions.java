@@ -26,8 +26,8 @@ import scala.runtime.BoxedUnit;
  * (what {@code lance_spark.configure(builder)} sets), or {@link #installOn} on a running classic
  * session (what {@code lance_spark.register(spark)} calls when the jar is on the class path).
  *
- * <p>It adds two optimizer rules: {@link LanceScanRule} (reads) and {@link LanceWriteRule}
- * (writes), the SQL parser of Lance's statements ({@link LanceSqlParser}, in sessions built with
+ * <p>It adds optimizer rules: {@link LanceScanRule} (reads), {@link LanceWriteRule} (writes),
+ * {@link LanceMergePruning}; an analyzer rule, {@link LanceInsertOnlyMerge}; the SQL parser of Lance's statements ({@link LanceSqlParser}, in sessions built with
  * the extension: a running session keeps its parser), the table function {@code lance_search}
  * ({@link LanceSearchFunction}), and the SQL function {@code lance_companion_protocol()} (the {@link #PROTOCOL} of
  * this jar), by which a client with no JVM of its own (Spark Connect) asks its server whether the
@@ -77,6 +77,13 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
           return new LanceMergePruning();
         }
       });
+      extensions.injectHintResolutionRule(
+          new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+              return new LanceInsertOnlyMerge(session);
+            }
+          });
       extensions.injectParser(
           new AbstractFunction2<SparkSession, ParserInterface, ParserInterface>() {
             @Override
