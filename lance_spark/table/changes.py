@@ -48,7 +48,7 @@ def delete_where(
 ) -> int:
     """Delete the rows matching ``condition`` (all rows when None); returns how many. Spark
     plans the DELETE (the companion's row-level operation), as it does the SQL statement."""
-    predicate, where = _where(_SqlText(spark, uri, storage), condition)
+    predicate, where = _where(SqlText(spark, uri, storage), condition)
     counts = run_sql(
         spark,
         uri=uri,
@@ -77,7 +77,7 @@ def update_where(
             f"UPDATE sets column {unknown[0]!r}, which the Lance table at {uri!r} does not "
             f"have; columns: {', '.join(names)}"
         )
-    text = _SqlText(spark, uri, storage)
+    text = SqlText(spark, uri, storage)
     sets = ", ".join(
         f"{_spark.quote_identifier(by_lower[k.lower()])} = {enclosed(text(v))}"
         for k, v in assignments.items()
@@ -93,7 +93,7 @@ def update_where(
     return counts.updated
 
 
-def _where(text: _SqlText, condition: str | Column | None) -> tuple[str, str]:
+def _where(text: SqlText, condition: str | Column | None) -> tuple[str, str]:
     """The condition's text for the history entry, and the statement's WHERE clause."""
     if condition is None:
         return "true", ""
@@ -154,21 +154,31 @@ def _unbalanced(text: str) -> str | None:
     return None if depth == 0 else "leaves a parenthesis open"
 
 
-class _SqlText:
+class SqlText:
     """The SQL text of a statement's expressions: a string as it is, a Column rendered
-    (resolved against the table on classic: :func:`_spark.column_sql`)."""
+    (resolved on classic, by :func:`_spark.column_sql`, against the table, or against what
+    ``around`` makes of the table's DataFrame: a MERGE's target joined with its source)."""
 
-    def __init__(self, spark: SparkSession, uri: str, storage: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        uri: str,
+        storage: Mapping[str, str],
+        *,
+        around: Callable[[DataFrame], DataFrame] | None = None,
+    ) -> None:
         self._spark = spark
         self._uri = uri
         self._storage = storage
+        self._around = around
         self._frame: DataFrame | None = None
 
     def __call__(self, value: str | Column) -> str:
         if isinstance(value, str):
             return value
         if self._frame is None:
-            self._frame = table_frame(self._spark, self._uri, self._storage)
+            table = table_frame(self._spark, self._uri, self._storage)
+            self._frame = table if self._around is None else self._around(table)
         return _spark.column_sql(self._frame, value)
 
 

@@ -95,7 +95,16 @@ def merge(
     if cached:
         source.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        text = _MergeText(spark, uri, storage, spec, source_alias)
+        # A Column of the source DataFrame (``src["id"]``) keeps its side: Columns are
+        # resolved against the target joined with the source, under the statement's aliases.
+        text = _dml.SqlText(
+            spark,
+            uri,
+            storage,
+            around=lambda target: (
+                target.alias(spec.target_alias) if spec.target_alias else target
+            ).crossJoin(spec.source.alias(source_alias)),
+        )
         on = _dml.enclosed(text(spec.condition))
         whens = " ".join(_clause_sql(c, text, names, spec.target_alias) for c in spec.clauses)
         if all(c.kind is ClauseKind.NOT_MATCHED_INSERT for c in spec.clauses):
@@ -136,39 +145,8 @@ def merge(
             source.unpersist()
 
 
-class _MergeText:
-    """The SQL text of the MERGE's expressions: a string as it is; a Column rendered (on
-    classic resolved against the target joined with the source, under the statement's
-    aliases, so a Column of the source DataFrame (``src["id"]``) keeps its side)."""
-
-    def __init__(
-        self,
-        spark: SparkSession,
-        uri: str,
-        storage: Mapping[str, str],
-        spec: MergeSpec,
-        source_alias: str,
-    ) -> None:
-        self._spark = spark
-        self._uri = uri
-        self._storage = storage
-        self._spec = spec
-        self._source_alias = source_alias
-        self._frame: DataFrame | None = None
-
-    def __call__(self, value: str | Column) -> str:
-        if isinstance(value, str):
-            return value
-        if self._frame is None:
-            target = _dml.table_frame(self._spark, self._uri, self._storage)
-            if self._spec.target_alias:
-                target = target.alias(self._spec.target_alias)
-            self._frame = target.crossJoin(self._spec.source.alias(self._source_alias))
-        return _spark.column_sql(self._frame, value)
-
-
 def _clause_sql(
-    clause: Clause, text: _MergeText, names: Sequence[str], target_alias: str | None
+    clause: Clause, text: _dml.SqlText, names: Sequence[str], target_alias: str | None
 ) -> str:
     condition = "" if clause.condition is None else f" AND {_dml.enclosed(text(clause.condition))}"
     head = f"{clause.kind.group}{condition} THEN"
