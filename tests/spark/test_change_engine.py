@@ -45,26 +45,20 @@ def _racing_value(spark: SparkSession, uri: str, flag: Path) -> str:
     def racing(value: str) -> str:
         if not flag.exists():
             flag.touch()
-            _rewrite_row(uri, 41)
+            ds = lance.dataset(uri)
+            changed = ds.get_fragment(0).delete_rows([41])
+            new = write_fragments(
+                pa.table({"id": pa.array([10_041], pa.int64()), "val": ["other"]}),
+                uri,
+                schema=ds.schema,
+            )
+            operation = lance.LanceOperation.Update(updated_fragments=[changed], new_fragments=new)
+            lance.LanceDataset.commit(uri, operation, read_version=ds.version)
         return value
 
     name = f"racing_{uuid.uuid4().hex[:8]}"
     spark.udf.register(name, racing)
     return name
-
-
-def _rewrite_row(uri: str, offset: int) -> None:
-    """Another writer (plain pylance) rewrites row ``offset`` of fragment 0 as id
-    ``10_000 + offset``, val 'other': one commit that changes fragment 0."""
-    ds = lance.dataset(uri)
-    changed = ds.get_fragment(0).delete_rows([offset])
-    new = write_fragments(
-        pa.table({"id": pa.array([10_000 + offset], pa.int64()), "val": ["other"]}),
-        uri,
-        schema=ds.schema,
-    )
-    operation = lance.LanceOperation.Update(updated_fragments=[changed], new_fragments=new)
-    lance.LanceDataset.commit(uri, operation, read_version=ds.version)
 
 
 def test_retryable_conflict_is_redone_on_the_new_version(
@@ -98,7 +92,15 @@ def test_gives_up_after_bounded_attempts_naming_them(
         # Another writer rewrites row 10 + n of fragment 0 (plain pylance).
         n = len(list(tmp_path.glob("race-*")))
         (tmp_path / f"race-{n}").touch()
-        _rewrite_row(uri, 10 + n)
+        ds = lance.dataset(uri)
+        changed = ds.get_fragment(0).delete_rows([10 + n])
+        new = write_fragments(
+            pa.table({"id": pa.array([10_010 + n], pa.int64()), "val": ["other"]}),
+            uri,
+            schema=ds.schema,
+        )
+        operation = lance.LanceOperation.Update(updated_fragments=[changed], new_fragments=new)
+        lance.LanceDataset.commit(uri, operation, read_version=ds.version)
         return value
 
     name = f"always_racing_{uuid.uuid4().hex[:8]}"
