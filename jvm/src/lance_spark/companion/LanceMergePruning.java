@@ -44,8 +44,8 @@ import scala.PartialFunction$;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Reads only the target rows a MERGE can match, as {@code LanceTable.merge} does
- * ({@code lance_spark/table/merge_pruning.py}): in a MERGE on a Lance table that Spark plans
+ * Reads only the target rows a MERGE can match (SQL and {@code LanceTable.merge}, which runs
+ * the same statement): in a MERGE on a Lance table that Spark plans
  * ({@link LanceRowLevelOperation}) whose ON condition holds an equality of a target column and
  * a source expression of the same type, and that has no WHEN NOT MATCHED BY SOURCE clause
  * (Spark's join is then a right outer or an inner join), the source's distinct keys are
