@@ -48,12 +48,11 @@ def delete_where(
 ) -> int:
     """Delete the rows matching ``condition`` (all rows when None); returns how many. Spark
     plans the DELETE (the companion's row-level operation), as it does the SQL statement."""
-    predicate, where = _where(SqlText(spark, uri, storage), condition)
+    where = _where(SqlText(spark, uri, storage), condition)
     counts = run_sql(
         spark,
         uri=uri,
         storage=storage,
-        parameters={"predicate": predicate},
         statement=lambda target, _: f"DELETE FROM {target}{where}",
     )
     return counts.deleted
@@ -82,23 +81,21 @@ def update_where(
         f"{_spark.quote_identifier(by_lower[k.lower()])} = {enclosed(text(v))}"
         for k, v in assignments.items()
     )
-    predicate, where = _where(text, condition)
+    where = _where(text, condition)
     counts = run_sql(
         spark,
         uri=uri,
         storage=storage,
-        parameters={"predicate": predicate, "set": ", ".join(sorted(assignments))},
+        # The companion's LanceStatementParameters adds the predicate.
+        parameters={"set": ", ".join(sorted(assignments))},
         statement=lambda target, _: f"UPDATE {target} SET {sets}{where}",
     )
     return counts.updated
 
 
-def _where(text: SqlText, condition: str | Column | None) -> tuple[str, str]:
-    """The condition's text for the history entry, and the statement's WHERE clause."""
-    if condition is None:
-        return "true", ""
-    predicate = text(condition)
-    return predicate, f" WHERE {enclosed(predicate)}"
+def _where(text: SqlText, condition: str | Column | None) -> str:
+    """The statement's WHERE clause of ``condition`` (none when None)."""
+    return "" if condition is None else f" WHERE {enclosed(text(condition))}"
 
 
 def enclosed(expression: str) -> str:
@@ -192,15 +189,17 @@ def run_sql(
     *,
     uri: str,
     storage: Mapping[str, str],
-    parameters: Mapping[str, str],
     statement: Callable[[str, str], str],
+    parameters: Mapping[str, str] | None = None,
     alias: str | None = None,
     source: DataFrame | None = None,
 ) -> row_level.ChangeCounts:
     """Run a MERGE / UPDATE / DELETE on the table at ``uri`` as Spark SQL, which the
     companion's catalog plans as a row-level operation (one version, or none when no row
     changes); ``statement`` makes the text from the target (the table, its ``alias`` and
-    its options) and the name the statement gives ``source`` (a MERGE's).
+    its options) and the name the statement gives ``source`` (a MERGE's); ``parameters``:
+    the history entry's ``operationParameters`` besides the ones the companion reads from
+    Spark's plan (the predicate, a MERGE's clauses: ``LanceStatementParameters``).
     Redone when a concurrent commit overlaps it (:func:`_jobs.with_retry`, then
     :class:`~lance_spark.errors.ConcurrentModificationError`). Returns what the committed
     version's history entry says it changed, found by the statement's id."""
@@ -210,7 +209,11 @@ def run_sql(
     known = session.session_storage(spark)
     options = {
         STATEMENT_ID: statement_id,
-        STATEMENT_PARAMETERS: json.dumps(dict(parameters), sort_keys=True),
+        **(
+            {STATEMENT_PARAMETERS: json.dumps(dict(parameters), sort_keys=True)}
+            if parameters
+            else {}
+        ),
         **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items() if known.get(k) != v},
     }
     named = f" AS {_spark.quote_identifier(alias)}" if alias else ""

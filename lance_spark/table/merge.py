@@ -124,11 +124,6 @@ def merge(
                 uri=uri,
                 storage=storage,
                 alias=spec.target_alias,
-                parameters={
-                    "predicate": _text(spec.condition),
-                    "clauses": "; ".join(c.describe() for c in spec.clauses),
-                    "schemaEvolution": str(spec.schema_evolution).lower(),
-                },
                 statement=lambda target, relation: (
                     f"MERGE {evolution}INTO {target} USING {relation} AS {alias} ON {on} {whens}"
                 ),

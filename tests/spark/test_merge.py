@@ -129,7 +129,7 @@ def test_merge_keeps_row_ids_of_updated_rows_and_history(
     assert len(set(after.values())) == 4
     latest = t.history(1).first()
     assert latest.operation == "MERGE"
-    assert latest.operationParameters["predicate"] == "s.id = t.id"
+    assert latest.operationParameters["predicate"] == "(s.id = t.id)"
     assert latest.operationMetrics["numUpdatedRows"] == "1"
     assert latest.operationMetrics["numInsertedRows"] == "1"
 

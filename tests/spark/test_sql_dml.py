@@ -11,6 +11,7 @@ read from the version's history entry.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -159,6 +160,44 @@ def test_merge_history_entry(
     metrics = {k: int(v) for k, v in latest.operationMetrics.items()}
     assert metrics["numTargetRowsUpdated"] == 1 and metrics["numTargetRowsInserted"] == 1
     assert metrics["numTargetRowsDeleted"] == 0 and metrics["numOutputRows"] == 2
+
+
+def test_the_history_entry_says_what_the_statement_was(
+    spark: SparkSession,
+    dml: Callable[[str], tuple[int, ...]],
+    table_uri: str,
+    view: Callable[..., str],
+) -> None:
+    """operationParameters as Delta's: the predicate (Spark's SQL of it), and a MERGE's clauses
+    as JSON lists of action types and conditions; the same from the table API."""
+    make_target(spark, table_uri, TARGET)
+    src = view(spark.createDataFrame([(1, "A", 1), (9, "I", 9)], "id long, val string, n int"))
+    assert dml(
+        f"MERGE INTO lance.`{table_uri}` t USING {src} s ON s.id = t.id "
+        "WHEN MATCHED AND s.n > 5 THEN DELETE WHEN MATCHED THEN UPDATE SET * "
+        "WHEN NOT MATCHED THEN INSERT * "
+        "WHEN NOT MATCHED BY SOURCE AND t.id = 4 THEN UPDATE SET val = 'gone'"
+    ) == (3, 2, 0, 1)
+    table = LanceTable.forPath(spark, table_uri)
+    merge = table.history(1).first().operationParameters
+    assert merge["predicate"] == "(s.id = t.id)"
+    assert json.loads(merge["matchedPredicates"]) == [
+        {"actionType": "delete", "predicate": "(s.n > 5)"},
+        {"actionType": "update"},
+    ]
+    assert json.loads(merge["notMatchedPredicates"]) == [{"actionType": "insert"}]
+    assert json.loads(merge["notMatchedBySourcePredicates"]) == [
+        {"actionType": "update", "predicate": "(t.id = 4L)"}
+    ]
+    assert dml(f"UPDATE lance.`{table_uri}` SET val = 'u' WHERE id = 3") == (1,)
+    assert table.history(1).first().operationParameters == {"predicate": "(id = 3L)"}
+    assert dml(f"DELETE FROM lance.`{table_uri}` AS p WHERE p.val = 'u'") == (1,)
+    assert table.history(1).first().operationParameters == {"predicate": "(p.val = 'u')"}
+    # The table API's statements are the same statements (update adds the columns it sets).
+    table.update("id = 1", {"n": "n + 1"})
+    assert table.history(1).first().operationParameters == {"predicate": "(id = 1L)", "set": "n"}
+    table.delete(F.col("id") == 9)
+    assert table.history(1).first().operationParameters == {"predicate": "(id = 9L)"}
 
 
 # --- (2) catalog tables ---------------------------------------------------------------------------

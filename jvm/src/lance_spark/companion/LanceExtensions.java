@@ -27,7 +27,7 @@ import scala.runtime.BoxedUnit;
  * session (what {@code lance_spark.register(spark)} calls when the jar is on the class path).
  *
  * <p>It adds optimizer rules: {@link LanceScanRule} (reads), {@link LanceWriteRule} (writes),
- * {@link LanceMergePruning}; an analyzer rule, {@link LanceInsertOnlyMerge}; the SQL parser of Lance's statements ({@link LanceSqlParser}, in sessions built with
+ * {@link LanceMergePruning}, {@link LanceStatementParameters} (history); an analyzer rule, {@link LanceInsertOnlyMerge}; the SQL parser of Lance's statements ({@link LanceSqlParser}, in sessions built with
  * the extension: a running session keeps its parser), the table function {@code lance_search}
  * ({@link LanceSearchFunction}), and the SQL function {@code lance_companion_protocol()} (the {@link #PROTOCOL} of
  * this jar), by which a client with no JVM of its own (Spark Connect) asks its server whether the
@@ -43,7 +43,7 @@ import scala.runtime.BoxedUnit;
  */
 public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
   /** Bumped with every change of the protocol between this jar and {@code lance_spark}. */
-  public static final int PROTOCOL = 6;
+  public static final int PROTOCOL = 7;
 
   /** The SQL function that answers {@link #PROTOCOL} in a session the companion is loaded in. */
   public static final String PROTOCOL_FUNCTION = "lance_companion_protocol";
@@ -75,6 +75,12 @@ public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensi
         @Override
         public Rule<LogicalPlan> apply(SparkSession session) {
           return new LanceMergePruning();
+        }
+      });
+      extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+        @Override
+        public Rule<LogicalPlan> apply(SparkSession session) {
+          return new LanceStatementParameters();
         }
       });
       extensions.injectHintResolutionRule(

@@ -5,6 +5,10 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
 import org.apache.spark.sql.connector.distributions.Distribution;
 import org.apache.spark.sql.connector.distributions.Distributions;
 import org.apache.spark.sql.connector.expressions.Expression;
@@ -52,6 +56,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code DeltaBatchWrite} (all public DSv2).
  */
 final class LanceRowLevelOperation implements SupportsDelta {
+  private static final ObjectMapper MAPPER = new ObjectMapper();
   static final String ROW_ADDRESS = "_rowaddr";
   static final String FRAGMENT = "_fragid";
   static final String ROW_ID = "_rowid";
@@ -60,6 +65,8 @@ final class LanceRowLevelOperation implements SupportsDelta {
   static final String OPERATION_OPTION = "rowLevelOperation";
   static final String VERSION_OPTION = "rowLevelVersion";
   static final String READ_FILTER_OPTION = "rowLevelReadFilter";
+  // The history entry's operationParameters, as JSON (lance_spark/source/options.py).
+  static final String PARAMETERS_OPTION = "statementParameters";
   // The delta columns before the table's in each change row (lance_spark/source/row_level.py).
   static final String OPERATION_COLUMN = "__lance_spark_operation";
   static final String ROW_ADDRESS_COLUMN = "__lance_spark_row_address";
@@ -71,6 +78,8 @@ final class LanceRowLevelOperation implements SupportsDelta {
   // The Lance predicate that bounds every row the scan reads (LanceMergePruning's key filter,
   // when it is all the statement reads of the table), for Python's conflict check; or null.
   private volatile String readFilter;
+  // What the statement is, for the history entry (LanceStatementParameters); or null.
+  private volatile ObjectNode parameters;
 
   LanceRowLevelOperation(LanceCatalogTable table, Command command, long version) {
     this.table = table;
@@ -94,6 +103,11 @@ final class LanceRowLevelOperation implements SupportsDelta {
     return table.scanAt(version, options);
   }
 
+  /** Sets what the history entry's {@code operationParameters} say of this statement. */
+  void describe(ObjectNode statement) {
+    parameters = statement;
+  }
+
   @Override
   public NamedReference[] rowId() {
     return new NamedReference[] {Expressions.column(ROW_ADDRESS)};
@@ -112,6 +126,28 @@ final class LanceRowLevelOperation implements SupportsDelta {
         return new Write(info);
       }
     };
+  }
+
+  /**
+   * The history entry's parameters: the plan's ({@link #describe}) with the ones the
+   * statement names ({@code given}, a JSON object, or null) over them; null when neither.
+   */
+  private String described(String given) {
+    ObjectNode plan = parameters;
+    if (plan == null) {
+      return null;
+    }
+    ObjectNode merged = plan.deepCopy();
+    if (given != null) {
+      try {
+        if (MAPPER.readTree(given) instanceof ObjectNode named) {
+          merged.setAll(named);
+        }
+      } catch (JsonProcessingException malformed) {
+        return null; // Python's option parser names the option and the bad text
+      }
+    }
+    return merged.toString();
   }
 
   /** The change rows' schema: the delta columns, then {@code data}'s, all nullable. */
@@ -162,6 +198,10 @@ final class LanceRowLevelOperation implements SupportsDelta {
       String filter = readFilter;
       if (filter != null) {
         extra.put(READ_FILTER_OPTION, filter);
+      }
+      String described = described(info.options().get(PARAMETERS_OPTION));
+      if (described != null) {
+        extra.put(PARAMETERS_OPTION, described);
       }
       BatchWrite python = table.changeWrite(info, changeSchema(info.schema()), extra);
       return new Batch(python, info.schema().fields().length, rowId);

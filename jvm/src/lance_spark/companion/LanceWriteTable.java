@@ -200,6 +200,8 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
    */
   BatchWrite changeWrite(LogicalWriteInfo info, StructType schema, Map<String, String> extra) {
     Map<String, String> options = new HashMap<>(targeted(info).options().asCaseSensitiveMap());
+    // Options are case-insensitive: an extra one replaces the statement's of any spelling.
+    options.keySet().removeIf(key -> extra.keySet().stream().anyMatch(key::equalsIgnoreCase));
     options.putAll(extra);
     LogicalWriteInfo change = withOptions(info, new CaseInsensitiveStringMap(options), schema);
     return python.newWriteBuilder(change).build().toBatch();
