@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Map;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.spark.sql.connector.distributions.Distribution;
@@ -56,7 +55,6 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code DeltaBatchWrite} (all public DSv2).
  */
 final class LanceRowLevelOperation implements SupportsDelta {
-  private static final ObjectMapper MAPPER = new ObjectMapper();
   static final String ROW_ADDRESS = "_rowaddr";
   static final String FRAGMENT = "_fragid";
   static final String ROW_ID = "_rowid";
@@ -140,7 +138,7 @@ final class LanceRowLevelOperation implements SupportsDelta {
     ObjectNode merged = plan.deepCopy();
     if (given != null) {
       try {
-        if (MAPPER.readTree(given) instanceof ObjectNode named) {
+        if (LancePlanner.JSON.readTree(given) instanceof ObjectNode named) {
           merged.setAll(named);
         }
       } catch (JsonProcessingException malformed) {

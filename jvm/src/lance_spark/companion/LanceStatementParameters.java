@@ -1,6 +1,5 @@
 package lance_spark.companion;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
@@ -39,8 +38,6 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code Split}, {@code Discard}), in which Spark keeps a MERGE's clauses after the rewrite.
  */
 final class LanceStatementParameters extends Rule<LogicalPlan> {
-  private static final ObjectMapper JSON = new ObjectMapper();
-
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
     plan.foreach(node -> {
@@ -54,7 +51,7 @@ final class LanceStatementParameters extends Rule<LogicalPlan> {
   }
 
   private static ObjectNode describe(WriteDelta write, RowLevelOperation.Command command) {
-    ObjectNode parameters = JSON.createObjectNode();
+    ObjectNode parameters = LancePlanner.JSON.createObjectNode();
     if (acts(write.condition())) {
       parameters.put("predicate", text(write.condition()));
     }
@@ -75,7 +72,7 @@ final class LanceStatementParameters extends Rule<LogicalPlan> {
 
   /** The clauses as a JSON list, in a string (operationParameters' values are strings). */
   private static String clauses(Seq<MergeRows.Instruction> instructions) {
-    ArrayNode clauses = JSON.createArrayNode();
+    ArrayNode clauses = LancePlanner.JSON.createArrayNode();
     for (MergeRows.Instruction instruction : CollectionConverters.asJava(instructions)) {
       String action;
       if (instruction instanceof MergeRows.Keep keep) {
