@@ -144,14 +144,20 @@ class ConcurrentModificationError(CommitConflictError):
         super().__init__(message, retryable=True)
         if read_version is None and conflicting_version is None:
             # Raised again from Spark's text of the worker's error: the versions it names.
-            found = _VERSIONS.search(message)
-            if found is not None:
-                read_version, conflicting_version = int(found[1]), int(found[2])
+            for pattern in _VERSIONS:
+                found = pattern.search(message)
+                if found is not None:
+                    read_version, conflicting_version = int(found[1]), int(found[2])
+                    break
         self.read_version = read_version
         self.conflicting_version = conflicting_version
 
 
-_VERSIONS = re.compile(r"read version (\d+), and version (\d+)")
+# How the connector's messages name the two versions (source/conflicts.py, source/commit.py).
+_VERSIONS = (
+    re.compile(r"read version (\d+), and version (\d+)"),
+    re.compile(r"started from version (\d+) but version (\d+)"),
+)
 
 
 class StreamChangeError(LanceSparkError):

@@ -11,7 +11,11 @@ import pyarrow as pa
 from lance.commit import CommitConflictError as LanceCommitConflict
 from lance.fragment import FragmentMetadata
 
-from lance_spark.errors import CommitConflictError, SchemaMismatchError
+from lance_spark.errors import (
+    CommitConflictError,
+    ConcurrentModificationError,
+    SchemaMismatchError,
+)
 from lance_spark.source.dataset import PROP_READ_AS
 from lance_spark.source.transactions import TxnId
 
@@ -74,7 +78,9 @@ def commit(
     """Commit ``operation`` on ``read_version``; returns the new version number.
 
     ``read_version`` None creates the table. A conflict Lance cannot rebase becomes
-    :class:`CommitConflictError` naming both versions; the table is left as it was.
+    :class:`CommitConflictError` naming both versions, :class:`ConcurrentModificationError`
+    when Lance says the change may succeed computed again on the newer version; the table is
+    left as it was.
     """
     tx = lance.Transaction(
         read_version=read_version or 0,
@@ -90,13 +96,21 @@ def commit(
         )
     except LanceCommitConflict as err:
         latest = _latest_version(uri, storage)
-        raise CommitConflictError(
+        message = (
             f"{info.operation} on the Lance table at {uri!r} started from version "
             f"{read_version} but version {latest} was committed meanwhile by another writer, "
             f"and Lance cannot rebase this change onto it ({_first_line(err)}). "
-            "Nothing was committed; run the job again.",
-            retryable=bool(getattr(err, "retryable", False)),
-        ) from err
+            "Nothing was committed; run the job again."
+        )
+        if getattr(err, "retryable", False):
+            # Its own type, not a flag: a task's error reaches the driver as Spark's text,
+            # which keeps the type's name and the message only (_spark.connector_errors).
+            raise ConcurrentModificationError(
+                message,
+                read_version=read_version,
+                conflicting_version=latest if isinstance(latest, int) else None,
+            ) from err
+        raise CommitConflictError(message) from err
     return int(ds.version)
 
 

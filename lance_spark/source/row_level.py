@@ -126,8 +126,8 @@ def commit(
     """Commit the change ``outcome`` (its tasks' combined result) made of ``target`` as ONE
     version with its history entry; returns the version. Raises
     :class:`ConcurrentModificationError` (retryable) when a version committed since the
-    pinned one overlaps it, :class:`~lance_spark.errors.CommitConflictError` when Lance
-    refuses the commit as retryable; nothing is committed then."""
+    pinned one overlaps it or Lance refuses the commit as retryable; nothing is committed
+    then."""
     metrics = {
         "numUpdatedRows": counts.updated,
         "numDeletedRows": counts.deleted,

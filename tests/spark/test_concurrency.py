@@ -53,7 +53,9 @@ class _Op:
         run: Callable[[SparkSession, str], None],
         replay: Callable[[State], None],
     ) -> None:
-        self.predicate = predicate  # unique: finds the statement's version in the history
+        # Spark's SQL of the statement's condition, as the history records it; unique, it
+        # finds the statement's version in the history.
+        self.predicate = predicate
         self.run = run
         self.replay = replay
         self.error: BaseException | None = None
@@ -75,7 +77,7 @@ def _upsert_all(i: int, keys: range) -> _Op:
         for k in keys:
             state[k] = f"m{i}"
 
-    return _Op(f"t{i}.k = s{i}.k", run, replay)
+    return _Op(f"(t{i}.k = s{i}.k)", run, replay)
 
 
 def _upsert_set(i: int, keys: range) -> _Op:
@@ -94,10 +96,10 @@ def _upsert_set(i: int, keys: range) -> _Op:
         for k in keys:
             state[k] = state[k] + f"|m{i}" if k in state else f"m{i}"
 
-    return _Op(f"t{i}.k = s{i}.k", run, replay)
+    return _Op(f"(t{i}.k = s{i}.k)", run, replay)
 
 
-def _update(condition: str, test: Callable[[int], bool], suffix: str) -> _Op:
+def _update(condition: str, recorded: str, test: Callable[[int], bool], suffix: str) -> _Op:
     def run(spark: SparkSession, uri: str) -> None:
         LanceTable.forPath(spark, uri).update(condition, {"val": f"concat(val, '{suffix}')"})
 
@@ -106,10 +108,10 @@ def _update(condition: str, test: Callable[[int], bool], suffix: str) -> _Op:
             if test(k):
                 state[k] += suffix
 
-    return _Op(condition, run, replay)
+    return _Op(recorded, run, replay)
 
 
-def _delete(condition: str, test: Callable[[int], bool]) -> _Op:
+def _delete(condition: str, recorded: str, test: Callable[[int], bool]) -> _Op:
     def run(spark: SparkSession, uri: str) -> None:
         LanceTable.forPath(spark, uri).delete(condition)
 
@@ -117,7 +119,7 @@ def _delete(condition: str, test: Callable[[int], bool]) -> _Op:
         for k in [k for k in state if test(k)]:
             del state[k]
 
-    return _Op(condition, run, replay)
+    return _Op(recorded, run, replay)
 
 
 def _committed_predicates(uri: str, since: int) -> list[str]:
@@ -202,14 +204,27 @@ def test_threads_merging_overlapping_keys_serialize(
         # The same new keys (100..119) and existing ones (95..99) in every MERGE.
         [
             _upsert_all(0, range(95, 120)),
-            _update("k >= 98 AND k < 112", lambda k: 98 <= k < 112, "|u0"),
+            _update(
+                "k >= 98 AND k < 112", "((k >= 98L) AND (k < 112L))", lambda k: 98 <= k < 112, "|u0"
+            ),
         ],
-        [_delete("k = 5 OR k = 110", lambda k: k in (5, 110)), _upsert_set(1, range(95, 120))],
+        [
+            _delete("k = 5 OR k = 110", "((k = 5L) OR (k = 110L))", lambda k: k in (5, 110)),
+            _upsert_set(1, range(95, 120)),
+        ],
         [
             _upsert_set(2, range(90, 125)),
-            _update("k % 3 = 0 AND k > 90", lambda k: k % 3 == 0 and k > 90, "|u2"),
+            _update(
+                "k % 3 = 0 AND k > 90",
+                "(((k % 3L) = 0L) AND (k > 90L))",
+                lambda k: k % 3 == 0 and k > 90,
+                "|u2",
+            ),
         ],
-        [_delete("k = 6 OR k = 121", lambda k: k in (6, 121)), _upsert_all(3, range(100, 130))],
+        [
+            _delete("k = 6 OR k = 121", "((k = 6L) OR (k = 121L))", lambda k: k in (6, 121)),
+            _upsert_all(3, range(100, 130)),
+        ],
     ]
     ops = [op for thread_ops in plan for op in thread_ops]
     _race(spark, table_uri, plan)

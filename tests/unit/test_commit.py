@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from lance_spark.errors import CommitConflictError
+from lance_spark.errors import CommitConflictError, ConcurrentModificationError
+from lance_spark.source import commit as _commit
 from lance_spark.source.jobs import TaskResult
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.writer import WriteMode, plan_write
@@ -89,6 +90,26 @@ def test_lost_race_is_a_conflict_naming_versions_and_leaves_table_and_files(
     ds = lance.dataset(uri)
     assert ds.version == 2 and sorted(ds.to_table()["id"].to_pylist()) == [50, 51, 52]
     assert _files(uri) == before
+
+
+def test_a_conflict_lance_calls_retryable_is_a_concurrent_modification_even_as_text(
+    tmp_path: object,
+) -> None:
+    """Two deletes of the same fragment from version 1: Lance refuses the second as
+    retryable. The error keeps that in its type, so a task's error, which reaches the driver
+    as Spark's text (type name and message), is still redone."""
+    uri = str(tmp_path) + "/t.lance"
+    lance.write_dataset(pa.Table.from_batches(_batches(0, 5)), uri)
+    delete = lance.LanceOperation.Update(removed_fragment_ids=[0], updated_fragments=[])
+    info = _commit.CommitInfo(operation="DELETE")
+    assert _commit.commit(uri, delete, read_version=1, info=info, storage={}) == 2
+    with pytest.raises(ConcurrentModificationError) as raised:
+        _commit.commit(uri, delete, read_version=1, info=info, storage={})
+    err = raised.value
+    assert (err.retryable, err.read_version, err.conflicting_version) == (True, 1, 2)
+    again = ConcurrentModificationError(str(err))  # as _spark.connector_errors rebuilds it
+    assert (again.retryable, again.read_version, again.conflicting_version) == (True, 1, 2)
+    assert lance.dataset(uri).version == 2
 
 
 def _paths(message: TaskResult) -> list[str]:
