@@ -51,9 +51,6 @@ from lance_spark.source.options import TimeTravel
 _P = "__lance_spark_diff"  # prefix of the join's working columns
 _BEFORE = f"{_P}_in_before"
 _AFTER = f"{_P}_in_after"
-_REWRITTEN = f"{_P}_rewritten"
-_VERSION_B = f"{_P}_b_version"
-_VERSION_A = f"{_P}_a_version"
 
 
 @dataclass(frozen=True)
@@ -62,15 +59,6 @@ class _Side:
 
     rows: DataFrame
     columns: Mapping[str, DataType]  # the version's columns (Spark types)
-
-
-@dataclass(frozen=True)
-class _Commit:
-    """What one reported version changed: the rows before it and after it to compare."""
-
-    version: int
-    before: _Side
-    after: _Side
 
 
 def diff(
@@ -91,7 +79,7 @@ def diff(
     latest = dataset.open_latest(uri, storage=storage)
     start, end = _versions(latest, uri=uri, start=start_version, end=end_version)
     read = _Reader(spark, uri, storage)
-    target = _spark_columns(read(end, (), None))
+    target = _spark_columns(read(end))
     reserved = [c for c in (CHANGE_TYPE, COMMIT_VERSION) if c in target]
     if reserved:
         raise InvalidOptionError(
@@ -193,8 +181,8 @@ def _by_key(
         raise InvalidOptionError(f"diff key={key!r} must be a column name or a list of them")
     if len(set(keys)) != len(keys):
         raise InvalidOptionError(f"diff key={key!r} names a column twice")
-    after_rows = read(end, (), None)
-    before_rows = after_rows.where(F.lit(False)) if start == 0 else read(start, (), None)
+    after_rows = read(end)
+    before_rows = after_rows.where(F.lit(False)) if start == 0 else read(start)
     for version, rows in ((end, after_rows), (start, before_rows)):
         names = rows.columns
         unknown = [k for k in keys if k not in names]
@@ -203,12 +191,13 @@ def _by_key(
                 f"diff key column {unknown[0]!r} does not exist in version {version} of the "
                 f"Lance table at {uri!r}; columns: {', '.join(names)}"
             )
-    commit = _Commit(
-        end,
+    return _compare(
         _side(_unique(before_rows, keys, start, uri)),
-        _side(_unique(after_rows, keys, end, uri).withColumn(_REWRITTEN, F.lit(False))),
+        _side(_unique(after_rows, keys, end, uri)),
+        keys=keys,
+        target=target,
+        version=end,
     )
-    return _changes([commit], ids=keys, target=target, null_safe=True)
 
 
 def _unique(rows: DataFrame, keys: list[str], version: int, uri: str) -> DataFrame:
@@ -231,20 +220,16 @@ def _side(rows: DataFrame) -> _Side:
     return _Side(rows, {f.name: f.dataType for f in rows.schema.fields})
 
 
-def _changes(
-    commits: Sequence[_Commit],
-    *,
-    ids: list[str],
-    target: Mapping[str, DataType],
-    null_safe: bool,
+def _compare(
+    before: _Side, after: _Side, *, keys: list[str], target: Mapping[str, DataType], version: int
 ) -> DataFrame:
-    """One row per change, ``target``'s columns: every commit's before and after rows in ONE
-    full outer join on (version, ``ids``), so the whole range is one shuffle."""
+    """One row per change, ``target``'s columns: the rows of ``before`` and ``after`` in one
+    full outer join on ``keys`` (null-safe), reported with ``_commit_version = version``."""
     names = list(target)
 
-    def project(side: _Side, tag: str, marker: str, extra: list[Column]) -> DataFrame:
+    def project(side: _Side, tag: str, marker: str) -> DataFrame:
         cols = [
-            F.col(_spark.quote_identifier(k)).alias(f"{_P}_{tag}_id{i}") for i, k in enumerate(ids)
+            F.col(_spark.quote_identifier(k)).alias(f"{_P}_{tag}_id{i}") for i, k in enumerate(keys)
         ]
         for i, name in enumerate(names):
             value = (
@@ -257,54 +242,35 @@ def _changes(
         present = F.lit(True)
         if check in side.rows.columns:  # the key check: evaluated whenever the row is used
             present = F.coalesce(F.col(check).cast("boolean"), present)
-        return side.rows.select(*cols, *extra, present.alias(marker))
+        return side.rows.select(*cols, present.alias(marker))
 
-    left = functools.reduce(
-        DataFrame.unionAll,
-        [project(c.before, "b", _BEFORE, [F.lit(c.version).alias(_VERSION_B)]) for c in commits],
-    )
-    right = functools.reduce(
-        DataFrame.unionAll,
-        [
-            project(c.after, "a", _AFTER, [F.col(_REWRITTEN), F.lit(c.version).alias(_VERSION_A)])
-            for c in commits
-        ],
-    )
     condition = functools.reduce(
         Column.__and__,
-        [
-            F.col(_VERSION_B) == F.col(_VERSION_A),
-            *[
-                F.col(f"{_P}_b_id{i}").eqNullSafe(F.col(f"{_P}_a_id{i}"))
-                if null_safe
-                else F.col(f"{_P}_b_id{i}") == F.col(f"{_P}_a_id{i}")
-                for i in range(len(ids))
-            ],
-        ],
+        [F.col(f"{_P}_b_id{i}").eqNullSafe(F.col(f"{_P}_a_id{i}")) for i in range(len(keys))],
     )
-    joined = left.join(right, condition, "full_outer")
+    joined = project(before, "b", _BEFORE).join(
+        project(after, "a", _AFTER), condition, "full_outer"
+    )
     in_before = F.col(_BEFORE).isNotNull()
     in_after = F.col(_AFTER).isNotNull()
     differs = functools.reduce(
         Column.__or__,
         [
-            (
-                ~_comparable(F.col(f"{_P}_b{i}"), target[name]).eqNullSafe(
-                    _comparable(F.col(f"{_P}_a{i}"), target[name])
-                )
+            ~_comparable(F.col(f"{_P}_b{i}"), target[name]).eqNullSafe(
+                _comparable(F.col(f"{_P}_a{i}"), target[name])
             )
-            & _compared(commits, name)
             for i, name in enumerate(names)
-            if name not in ids
+            # only the columns both versions have take part in the comparison
+            if name not in keys and name in before.columns and name in after.columns
         ],
         F.lit(False),
     )
-    updated = in_before & in_after & (differs | F.coalesce(F.col(_REWRITTEN), F.lit(False)))
+    updated = in_before & in_after & differs
 
     def image(tag: str, keep: Column, kind: Column) -> Column:
         fields = [F.col(f"{_P}_{tag}{i}").alias(name) for i, name in enumerate(names)]
-        version = F.col(f"{_P}_{tag}_version").cast(LongType()).alias(COMMIT_VERSION)
-        return F.when(keep, F.struct(*fields, kind.alias(CHANGE_TYPE), version))
+        committed = F.lit(version).cast(LongType()).alias(COMMIT_VERSION)
+        return F.when(keep, F.struct(*fields, kind.alias(CHANGE_TYPE), committed))
 
     old = image(
         "b",
@@ -318,16 +284,6 @@ def _changes(
     )
     images = F.filter(F.array(old, new), lambda s: s.isNotNull())
     return joined.select(F.inline(images))
-
-
-def _compared(commits: Sequence[_Commit], name: str) -> Column:
-    """Whether ``name`` takes part in the comparison: only where both versions have it."""
-    both = [c.version for c in commits if name in c.before.columns and name in c.after.columns]
-    if len(both) == len(commits):
-        return F.lit(True)
-    if not both:
-        return F.lit(False)
-    return F.col(_VERSION_A).isin(both)
 
 
 def _comparable(column: Column, data_type: DataType) -> Column:
@@ -356,17 +312,11 @@ class _Reader:
     uri: str
     storage: Mapping[str, str] = field(repr=False)  # may hold secrets
 
-    def __call__(
-        self, version: int, metadata: Sequence[str], lance_filter: str | None
-    ) -> DataFrame:
-        """``version``'s rows, with ``metadata`` columns, filtered by ``lance_filter``."""
-        reader = session.lance_reader(self.spark, self.storage).option("version", version)
-        if metadata:
-            reader = reader.option("metadata_columns", ",".join(metadata))
-        if lance_filter is not None:
-            # A few fragments of the version: tasks by rows (not by cores) is enough.
-            reader = reader.option("filter", lance_filter).option("min_partitions", 1)
-        return reader.load(self.uri)
+    def __call__(self, version: int) -> DataFrame:
+        """``version``'s rows."""
+        return (
+            session.lance_reader(self.spark, self.storage).option("version", version).load(self.uri)
+        )
 
 
 def _spark_columns(rows: DataFrame) -> dict[str, DataType]:
