@@ -32,6 +32,8 @@ from lance_spark.table import writes
 def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None = None) -> None:
     """Register the ``lance`` format on ``spark`` (idempotent; only this session changes).
 
+    - checks that this PySpark has the private attributes lance_spark uses (else an
+      :class:`~lance_spark.errors.UnsupportedPySparkError` naming them, and nothing changes);
     - switches on Spark's filter pushdown for Python data sources, which is off by default;
     - takes ``storage_options`` (credentials included) as Lance storage options for every read
       and write of this session, catalog tables, SQL and :class:`LanceTable` included. They
@@ -78,6 +80,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
             "aws_access_key_id": key_id, "aws_secret_access_key": secret})
         spark.read.format("lance").load("s3://bucket/pets.lance").show()
     """
+    _spark.check_pyspark_surface()  # before any patch: a PySpark we cannot serve changes nothing
     conf = _spark.conf_items(spark)
     storage = {**storage_conf(spark), **checked_storage(storage_options)}
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")

@@ -28,12 +28,17 @@ __all__ = [
     "CorruptTableError",
     "InvalidArgumentError",
     "InvalidOptionError",
+    "JobClosedError",
     "LanceSparkError",
     "PerformanceWarning",
+    "ReplaceWhereMismatchError",
     "SchemaMismatchError",
     "SecretInConfError",
+    "StreamChangeError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "UnquotableColumnError",
+    "UnsupportedPySparkError",
     "UnsupportedTypeError",
     "VersionNotFoundError",
 ]
@@ -188,6 +193,20 @@ class CorruptTableError(LanceSparkError, OSError):
         super().__init__(message)
         self.table_uri = table_uri
         self.path = path
+
+
+class UnquotableColumnError(LanceSparkError, ValueError):
+    """A column name that Lance SQL cannot reference (it contains a backtick)."""
+
+
+class JobClosedError(LanceSparkError):
+    """A task attempt found its job already committed or aborted: what it wrote is nobody's
+    (only ever raised inside a task of a job that is over)."""
+
+
+class UnsupportedPySparkError(LanceSparkError):
+    """This PySpark release lacks a private attribute lance_spark relies on (raised by
+    ``register``); the message names each one and the PySpark version."""
 
 
 class CompanionNotFoundError(LanceSparkError):

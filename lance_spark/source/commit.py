@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import lance
 import pyarrow as pa
-from lance.commit import CommitConflictError as LanceCommitConflict
 from lance.fragment import FragmentMetadata
 
 from lance_spark.errors import (
@@ -16,6 +15,7 @@ from lance_spark.errors import (
     ConcurrentModificationError,
     SchemaMismatchError,
 )
+from lance_spark.source import lance_errors
 from lance_spark.source.dataset import PROP_READ_AS
 from lance_spark.source.transactions import TxnId
 
@@ -94,15 +94,18 @@ def commit(
             storage_options=dict(storage) or None,
             enable_stable_row_ids=enable_stable_row_ids,
         )
-    except LanceCommitConflict as err:
+    except OSError as err:  # pylance's CommitConflictError is one
+        conflict = lance_errors.commit_conflict(err)
+        if conflict is None:
+            raise
         latest = _latest_version(uri, storage)
         message = (
             f"{info.operation} on the Lance table at {uri!r} started from version "
             f"{read_version} but version {latest} was committed meanwhile by another writer, "
-            f"and Lance cannot rebase this change onto it ({_first_line(err)}). "
+            f"and Lance cannot rebase this change onto it ({lance_errors.first_line(err)}). "
             "Nothing was committed; run the job again."
         )
-        if getattr(err, "retryable", False):
+        if conflict.retryable:
             # Its own type, not a flag: a task's error reaches the driver as Spark's text,
             # which keeps the type's name and the message only (_spark.connector_errors).
             raise ConcurrentModificationError(
@@ -271,7 +274,3 @@ def _latest_version(uri: str, storage: Mapping[str, str]) -> int | str:
         return int(lance.dataset(uri, storage_options=dict(storage) or None).version)
     except (OSError, ValueError):
         return "unknown"
-
-
-def _first_line(err: BaseException) -> str:
-    return str(err).split(", /")[0].splitlines()[0]

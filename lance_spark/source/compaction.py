@@ -31,10 +31,10 @@ from typing import Any
 import lance
 from lance.optimize import Compaction, CompactionOptions, CompactionTask, RewriteResult
 
-from lance_spark.errors import CommitConflictError
+from lance_spark.errors import CommitConflictError, JobClosedError
 from lance_spark.source import commit as _commit
 from lance_spark.source import dataset as _dataset
-from lance_spark.source import staging
+from lance_spark.source import lance_errors, staging
 from lance_spark.source.jobs import StagedJob, TaskResult, combine
 from lance_spark.source.reader import fragment_infos
 
@@ -111,7 +111,7 @@ def execute_task(
     result = _lance(CompactionTask).from_json(task_json).execute(ds)
     paths = [f.path for fragment in result.new_fragments for f in fragment.files]
     if not files.record(data=paths):
-        raise staging.JobClosedError(f"compaction job over; its files in {uri} are deleted")
+        raise JobClosedError(f"compaction job over; its files in {uri} are deleted")
     return TaskResult(
         files=tuple(paths),
         counts={k: int(getattr(result.metrics, k)) for k in COMPACTION_METRICS},
@@ -166,14 +166,15 @@ def _commit_with_lance(
     try:
         Compaction.commit(ds, results, options(planned.target_rows_per_fragment))
     except OSError as err:  # lance.commit.CommitConflictError is one; so is a remap failure
-        if "conflict" not in str(err).lower():
+        conflict = lance_errors.commit_conflict(err)
+        if conflict is None:
             raise
         raise CommitConflictError(
             f"{OPERATION} on the Lance table at {uri!r} started from version "
             f"{planned.read_version}, and a version committed meanwhile deleted or rewrote rows "
-            f"of the same fragments ({str(err).splitlines()[0].split(', /')[0]}). No row "
+            f"of the same fragments ({lance_errors.first_line(err)}). No row "
             "changed; run it again.",
-            retryable="retryable" in str(err).lower(),
+            retryable=conflict.retryable,
         ) from err
     return int(ds.version)
 

@@ -9,7 +9,6 @@ file that cannot be read) become :class:`CorruptTableError` naming the table and
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,10 +20,11 @@ import lance
 from lance_spark.errors import (
     BranchNotFoundError,
     CorruptTableError,
+    LanceSparkError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lance_spark.source import staging
+from lance_spark.source import lance_errors, staging
 from lance_spark.source.options import MAIN_BRANCH, TimeTravel
 
 
@@ -50,7 +50,7 @@ def open_latest(uri: str, *, storage: Mapping[str, str]) -> lance.LanceDataset:
         except ValueError as err:
             # pylance has no error class for a missing table: it raises ValueError("Dataset
             # at path ... was not found"); any other ValueError is not ours to reinterpret.
-            if _damage(err) is None and "not found" in str(err).lower():
+            if lance_errors.is_not_found(err):
                 raise TableNotFoundError(f"no Lance table at {uri!r}") from None
             raise
 
@@ -74,7 +74,7 @@ def open_resolved(
         try:
             return open_version(uri, travel.version, storage=storage)
         except ValueError as err:
-            if "not found" not in str(err).lower():
+            if not lance_errors.is_not_found(err):
                 raise
         # Missing: the error lists the versions there are (or says there is no table).
         log = VersionLog(open_latest(uri, storage=storage), uri=uri)
@@ -225,7 +225,7 @@ class VersionLog:
             try:
                 opened = self.latest.checkout_version(version)
             except (OSError, ValueError) as err:
-                if "not found" not in str(err).lower():
+                if not lance_errors.is_not_found(err):
                     raise
                 raise self.version_not_found(version) from None
         self._opened[version] = opened
@@ -304,7 +304,10 @@ _OPENED_KEPT = 4
 
 def _utc(stamp: object) -> datetime:
     if not isinstance(stamp, datetime):
-        raise TypeError(f"unexpected version timestamp {stamp!r}")
+        raise LanceSparkError(
+            f"pylance gave the version timestamp {stamp!r}, not a datetime: this pylance "
+            "release is not one lance_spark supports"
+        )
     # pylance returns naive datetimes in the machine's local zone; astimezone() on a
     # naive datetime interprets it as local time, which is what we need.
     return stamp.astimezone(UTC)
@@ -379,42 +382,8 @@ def _ranges(numbers: Sequence[int]) -> str:
 
 # --- damaged tables ---------------------------------------------------------------------------
 
-# pylance 14.0.2 has no error class for a damaged file. It raises ValueError (opening a
-# dataset), OSError (committing, checkout_version), RuntimeError (versions()), or
-# pyarrow.ArrowInvalid, a ValueError (scanning), with the Rust error's text; and a Rust panic
-# (pyo3's PanicException, a BaseException) for a manifest whose footer is intact but whose
-# body is not. These are the texts it gives, checked for a truncated, an empty and a garbage
-# manifest, and a deleted, truncated, emptied and garbage data file:
-_DAMAGE_TEXTS = (
-    "file size is too small",  # truncated (or garbage) file: its footer points before 0
-    "does not have sufficient data",  # shorter than a footer
-    " for object of size ",  # "Invalid range 0..N for object of size M bytes": read past the end
-    "Encountered corrupt file",  # versions(): "... <path>: Invalid format: magic number ..."
-    "does not appear to be a Lance file",  # a data file with a bad magic number
-    "Requested range was invalid",  # versions(): an empty manifest
-    "Invalid format: manifest length does not match",  # versions(): a garbage manifest
-)
-_PANIC_TEXT = "out of range for slice of length"
-# A data or deletion file the manifest names but storage does not have.
-_MISSING_FILE = re.compile(r"Not found: (\S+?)(?:,|$)")
-_CORRUPT_FILE = re.compile(r"Encountered corrupt file (\S+?):")
-_RUST_LOCATION = re.compile(r",? /\S+\.rs:\d+:\d+")
 _U64_MAX = 2**64 - 1
 _VERSIONS_DIR = "_versions"
-
-
-def _damage(err: BaseException) -> str | None:
-    """pylance's text when ``err`` says a file of the table is damaged, else None."""
-    if isinstance(err, CorruptTableError):  # already translated (its text quotes pylance's)
-        return None
-    text = str(err)
-    if type(err).__name__ == "PanicException":
-        return text if _PANIC_TEXT in text else None
-    if not isinstance(err, (OSError, ValueError, RuntimeError)):
-        return None
-    if any(marker in text for marker in _DAMAGE_TEXTS):
-        return _RUST_LOCATION.sub("", text).strip()
-    return None
 
 
 @contextmanager
@@ -425,13 +394,13 @@ def _reading_manifest(
         yield
     # Only pylance's damaged-file errors are translated; everything else is re-raised as is.
     except BaseException as err:
-        reason = _damage(err)
+        reason = lance_errors.damage(err)
         if reason is None:
             raise
-        named = _CORRUPT_FILE.search(reason)
+        named = lance_errors.corrupt_file(reason)
         path = None
         if named:  # pylance names it as an object-store path: rebuild it from the table's
-            name = named.group(1).rsplit("/", 1)[-1]
+            name = named.rsplit("/", 1)[-1]
             path = f"{uri.rstrip('/')}/{_VERSIONS_DIR}/{name}"
             version = _manifest_version(name)
         raise _corrupt_manifest(
@@ -520,9 +489,9 @@ def reading_data(
     except CorruptTableError:
         raise
     except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
-        reason = _damage(err)
-        if reason is None and _MISSING_FILE.search(str(err)):
-            reason = _RUST_LOCATION.sub("", str(err)).strip()
+        reason = lance_errors.damage(err)
+        if reason is None and lance_errors.missing_file(str(err)):
+            reason = lance_errors.without_location(str(err))
         if reason is None:
             raise
         found = _damaged_data_file(uri, ds, fragment_ids, reason, storage)
@@ -563,9 +532,9 @@ def _damaged_data_file(
         if meta.deletion_file is not None:
             relative = meta.deletion_file.path(fragment_id)
             candidates.append((fragment_id, staging.table_file_uri(uri, relative), None))
-    missing = _MISSING_FILE.search(reason)
+    missing = lance_errors.missing_file(reason)
     if missing:
-        name = missing.group(1).rsplit("/", 1)[-1]
+        name = missing.rsplit("/", 1)[-1]
         named = [(fid, file) for fid, file, _ in candidates if file.rsplit("/", 1)[-1] == name]
         return (named[0][0], [named[0][1]]) if named else None
     if not candidates:

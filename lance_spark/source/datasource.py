@@ -215,7 +215,7 @@ class LanceDataSource(DataSource):
         sets to the target catalog table's location. Never guessed from the incoming rows:
         they may come from another Lance table (``INSERT INTO t SELECT * FROM s``)."""
         if uri:
-            return _normalise_uri(uri)
+            return normalise_uri(uri)
         if streaming:
             how = "writeStream.format('lance').start(path)"
         else:
@@ -241,7 +241,7 @@ class LanceDataSource(DataSource):
                 "lance_spark.configure(builder), lance_spark.spark_conf() for a Spark Connect "
                 "server or spark-submit, or lance_spark.register(spark) on a classic session)"
             )
-        return _normalise_uri(uri)
+        return normalise_uri(uri)
 
 
 _STREAM_ONLY_KEYS = STREAM_READ_KEYS - READ_KEYS
@@ -273,8 +273,14 @@ def _check_declared_columns(
         )
 
 
-def _normalise_uri(uri: str) -> str:
-    # Catalog locations come back as file:/path; Lance wants a plain path or a full URL.
+def normalise_uri(uri: str) -> str:
+    """``uri`` as Lance takes it: a catalog's ``file:/path`` or ``file:///path`` location as
+    a plain path; anything else unchanged.
+
+    Example::
+
+        normalise_uri("file:/tmp/t.lance")  # "/tmp/t.lance"
+    """
     if uri.startswith("file:") and not uri.startswith("file://"):
         return uri[len("file:") :]
     if uri.startswith("file://"):

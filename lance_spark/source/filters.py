@@ -102,13 +102,9 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from lance_spark.errors import LanceSparkError
+from lance_spark.errors import UnquotableColumnError
 
-__all__ = ["UnquotableColumnError", "in_list_predicate", "quote_column", "translate_filters"]
-
-
-class UnquotableColumnError(LanceSparkError, ValueError):
-    """A column name that Lance SQL cannot reference (it contains a backtick)."""
+__all__ = ["in_list_predicate", "quote_column", "translate_filters"]
 
 
 class _Rejected(Exception):

@@ -25,7 +25,7 @@ import pyarrow as pa
 from lance.fragment import FragmentMetadata
 
 from lance_spark.errors import CorruptTableError, InvalidOptionError, ReplaceWhereMismatchError
-from lance_spark.source import dataset, staging
+from lance_spark.source import dataset, lance_errors, staging
 from lance_spark.source.jobs import delete_rows
 
 _OFFSET_BITS = 32  # a row address is (fragment id << 32) | offset
@@ -49,7 +49,7 @@ def check_predicate(ds: lance.LanceDataset, predicate: str, *, uri: str) -> None
     except (OSError, ValueError) as err:  # pylance: "Invalid user input" (both types seen)
         raise InvalidOptionError(
             f"option replaceWhere={predicate!r} cannot be evaluated on the Lance table at "
-            f"{uri!r}: {_first_line(err)}. It is Lance SQL over the table's columns "
+            f"{uri!r}: {lance_errors.first_line(err)}. It is Lance SQL over the table's columns "
             f"({', '.join(ds.schema.names)}); type date and timestamp literals, e.g. "
             "DATE '2026-01-01'"
         ) from None
@@ -109,7 +109,3 @@ def delete_matching(
         else:
             updated.append(changed)
     return Deleted(tuple(updated), tuple(removed), matched.num_rows)
-
-
-def _first_line(err: BaseException) -> str:
-    return str(err).split(", /")[0].splitlines()[0]

@@ -32,7 +32,7 @@ from lance.fragment import FragmentMetadata, RowIdSequence, write_fragments
 from lance.schema import LanceSchema
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from lance_spark.errors import ConcurrentModificationError, LanceSparkError
+from lance_spark.errors import ConcurrentModificationError, CorruptTableError, LanceSparkError
 from lance_spark.source import commit as _commit
 from lance_spark.source import compaction as _compaction
 from lance_spark.source import conflicts as _conflicts
@@ -489,7 +489,11 @@ def _carry_row_ids(new: list[FragmentMetadata], row_ids: np.ndarray) -> None:
 def open_fragment(ds: lance.LanceDataset, fragment_id: int, uri: str, version: int) -> Any:
     fragment = ds.get_fragment(fragment_id)
     if fragment is None:
-        raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
+        raise CorruptTableError(
+            f"fragment {fragment_id} of version {version} of the Lance table at {uri!r} is "
+            "not in that version's manifest",
+            table_uri=uri,
+        )
     return fragment
 
 

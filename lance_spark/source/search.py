@@ -32,7 +32,7 @@ from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
 from lance_spark.source import dataset
-from lance_spark.source.datasource import _normalise_uri
+from lance_spark.source.datasource import normalise_uri
 from lance_spark.source.options import TimeTravel
 from lance_spark.source.types import (
     arrow_read_schema,
@@ -375,7 +375,7 @@ def search_udtf(storage: Mapping[str, str]) -> type:
                     "to search with a column of vectors use LanceTable.nearest"
                 )
             plan = plan_search(
-                _normalise_uri(uri),
+                normalise_uri(uri),
                 storage=session_storage,
                 vector=query,
                 text=_constant("text", text),

@@ -43,7 +43,8 @@ import lance
 import pyarrow as pa
 from lance.progress import FragmentWriteProgress
 
-from lance_spark.errors import LanceSparkError
+from lance_spark.errors import JobClosedError, LanceSparkError
+from lance_spark.source import lance_errors
 
 _log = logging.getLogger(__name__)
 
@@ -68,11 +69,6 @@ _S3_KEYS = {
     "aws_session_token": "token",
     "session_token": "token",
 }
-
-
-class JobClosedError(LanceSparkError):
-    """A task attempt found its job already committed or aborted: what it wrote is nobody's
-    (only ever raised inside a task of a job that is over)."""
 
 
 def data_file_uri(table_uri: str, relative_path: str) -> str:
@@ -205,7 +201,7 @@ def _referenced(
     try:
         latest = lance.dataset(table_uri, storage_options=options)
     except ValueError as err:
-        if "not found" in str(err).lower():
+        if lance_errors.is_not_found(err):
             return set()  # no version at all (a failed CREATE)
         raise
     found: set[str] = set()
@@ -213,7 +209,7 @@ def _referenced(
         try:
             ds = latest if version == latest.version else latest.checkout_version(version)
         except ValueError as err:
-            if "not found" in str(err).lower():
+            if lance_errors.is_not_found(err):
                 continue  # vacuumed
             return None
         found.update(_version_files(ds) & set(wanted))
@@ -561,7 +557,7 @@ def _referenced_in(
         try:
             latest = lance.dataset(line, storage_options=options)
         except ValueError as err:
-            if "not found" in str(err).lower():
+            if lance_errors.is_not_found(err):
                 continue  # no version at all
             raise
         for version in range(int(latest.version), 0, -1):
@@ -570,7 +566,7 @@ def _referenced_in(
             try:
                 ds = latest if version == latest.version else latest.checkout_version(version)
             except ValueError as err:
-                if "not found" in str(err).lower():
+                if lance_errors.is_not_found(err):
                     continue  # vacuumed
                 raise
             pending -= _files_at(ds, line, here, storage=storage)

@@ -36,7 +36,7 @@ from datetime import timedelta
 import lance
 
 from lance_spark.errors import TableNotFoundError, VersionNotFoundError
-from lance_spark.source import dataset, txn_markers
+from lance_spark.source import dataset, lance_errors, txn_markers
 
 _log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ def _txn_of(
             f"cannot tell whether {app_id!r} already committed this write to the Lance table "
             f"at {uri!r}: a writer of {app_id!r} stopped in the middle of a commit (attempt "
             f"file(s) {attempts}), and version {version}, where that commit may be, cannot be "
-            f"read ({_first_line(err)}), probably removed by cleanup before any check or "
+            f"read ({lance_errors.first_line(err)}), probably removed by cleanup before any check or "
             "vacuum of this connector settled the attempt. Nothing was committed. If you "
             "know whether that write committed, write again with a new txnAppId (or "
             "streamingQueryId), or remove the attempt file(s) to treat it as not committed"
@@ -211,7 +211,3 @@ def _txn_of(
         return TxnId(app, int(number))
     except ValueError:
         return None
-
-
-def _first_line(err: BaseException) -> str:
-    return str(err).split(", /")[0].splitlines()[0]

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lance_spark.errors import CommitConflictError, CorruptTableError
 from lance_spark.source.staging import file_mtime, is_local, table_fs
 
 _log = logging.getLogger(__name__)
@@ -90,7 +91,11 @@ def read(table_uri: str, app_id: str, *, storage: Mapping[str, str]) -> Markers:
             continue
         state = State(_covers(states[-1][0]), doc.get("txn_version"), doc.get("table_version"))
         return Markers(tuple(a for a in attempts if a is not None), state)
-    raise OSError(f"the state files of {app_id!r} under {root} keep changing")
+    raise CommitConflictError(
+        f"the transaction state files of application {app_id!r} under {root} kept changing "
+        "while they were read (another writer of the same txnAppId); nothing was committed, "
+        "run the job again"
+    )
 
 
 def begin_attempt(
@@ -148,7 +153,7 @@ def app_id_of(folder: str, *, storage: Mapping[str, str]) -> str | None:
     for path, _ in sorted(_listed(fs, root, "")):
         try:
             app = _load(fs, path).get("app_id")
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # CorruptTableError is an OSError; bad JSON a ValueError
             continue
         if isinstance(app, str):
             return app
@@ -207,7 +212,7 @@ def _load(fs: Any, path: str) -> dict[str, Any]:
     with fs.open(path, "r") as src:
         doc = json.load(src)
     if not isinstance(doc, dict):
-        raise ValueError(f"{path} is not a lance_spark transaction marker")
+        raise CorruptTableError(f"{path} is not a lance_spark transaction marker", path=path)
     return doc
 
 

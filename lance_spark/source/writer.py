@@ -124,7 +124,7 @@ class LanceWriter(DataSourceArrowWriter):
 
     # --- driver -----------------------------------------------------------------------------
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        self.commit_results([m for m in messages if isinstance(m, TaskResult)], txn=self._txn())
+        self.commit_results([m for m in messages if isinstance(m, TaskResult)], txn=self.txn_id())
 
     def commit_results(
         self,
@@ -495,7 +495,8 @@ class LanceWriter(DataSourceArrowWriter):
             known_paths=tuple(known_paths),
         )
 
-    def _txn(self) -> TxnId | None:
+    def txn_id(self) -> TxnId | None:
+        """The idempotent write's id (options ``txnAppId`` / ``txnVersion``), or None."""
         if self.options.txn_app_id is None or self.options.txn_version is None:
             return None
         return TxnId(self.options.txn_app_id, self.options.txn_version)
@@ -557,7 +558,7 @@ def create_empty(
     }
     writer.target = with_comments(writer.target, comments)
     writer.commit_results(
-        [], txn=writer._txn(), operation="REPLACE TABLE" if replace else "CREATE TABLE"
+        [], txn=writer.txn_id(), operation="REPLACE TABLE" if replace else "CREATE TABLE"
     )
 
 
@@ -580,7 +581,7 @@ def plan_write(
     the caller opens the job (:meth:`LanceWriter.open_job`) before any task runs.
     """
     writer = _plan(uri, spark_schema, overwrite, options, app_id, nullable_columns)
-    txn = writer._txn()
+    txn = writer.txn_id()
     if txn is not None:
         repeat = transactions.check(uri, txn, storage=options.storage).repeat
         if repeat is not None:

@@ -28,7 +28,7 @@ from lance_spark.errors import (
     TableNotFoundError,
 )
 from lance_spark.source import dataset
-from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
+from lance_spark.source.datasource import FORMAT_NAME, normalise_uri
 from lance_spark.source.options import WriteOptions
 from lance_spark.source.session import session_storage
 from lance_spark.source.writer import COMMENT_KEY, plan_write, with_comments
@@ -309,7 +309,7 @@ class LanceTableBuilder:
         """The table's location: the declared one, or the catalog entry's."""
         from lance_spark.table.lance_table import LanceTable
 
-        declared = None if self._location is None else _normalise_uri(self._location)
+        declared = None if self._location is None else normalise_uri(self._location)
         if catalog_name is not None:
             entry = LanceTable.forName(self._spark, catalog_name).uri
             if declared is not None and not same_location(entry, declared):

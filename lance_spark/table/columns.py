@@ -44,7 +44,7 @@ from lance_spark.errors import (
 )
 from lance_spark.source import commit as _commit
 from lance_spark.source import dataset as _dataset
-from lance_spark.source import session
+from lance_spark.source import row_level, session
 from lance_spark.source import staging as _files
 from lance_spark.source import types as _types
 from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
@@ -460,9 +460,7 @@ def _add_task(
             for fragment_id, group in itertools.groupby(runs, key=lambda run: run[0]):
                 if ds is None:
                     ds = _dataset.open_version(uri, version, storage=storage)
-                fragment = ds.get_fragment(fragment_id)
-                if fragment is None:
-                    raise LookupError(f"fragment {fragment_id} of {uri} version {version} is gone")
+                fragment = row_level.open_fragment(ds, fragment_id, uri, version)
                 values = _fragment_values(fragment_id, (b for _, b in group), target, keyed, tally)
                 relay = ErrorRelay()
                 fed = files.watch(relay.watch(_primed(values)))

@@ -30,7 +30,7 @@ from lance_spark.errors import (
     TableNotFoundError,
 )
 from lance_spark.source import dataset
-from lance_spark.source.datasource import _normalise_uri
+from lance_spark.source.datasource import normalise_uri
 from lance_spark.source.jobs import TaskResult
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.writer import ROWS, LanceWriter, plan_write
@@ -111,7 +111,7 @@ def begin(source: str, target: str, *, storage: Mapping[str, str], mode: str) ->
 
 def makes_folder(target: str) -> bool:
     """Whether the conversion makes the local folder ``target`` (removed if it fails)."""
-    folder = _normalise_uri(target)
+    folder = normalise_uri(target)
     return "://" not in folder and not os.path.exists(folder)
 
 
@@ -142,7 +142,7 @@ def commit(writer: LanceWriter, done: TaskResult, *, source: str, files: int) ->
     """Commit what the job's tasks wrote (``done``, combined) as one ``CONVERT`` version."""
     return writer.commit_results(
         [done],
-        txn=writer._txn(),
+        txn=writer.txn_id(),
         operation=OPERATION,
         parameters={"sourceFormat": "parquet", "sourcePath": source},
         metrics={"numConvertedFiles": files},
@@ -156,7 +156,7 @@ def abort(writer: LanceWriter, *, made_folder: bool) -> None:
     writer.abort_results([])
     if made_folder:
         # Its empty folders too (``data``); a file left means someone else writes there now.
-        folder = _normalise_uri(writer.uri)
+        folder = normalise_uri(writer.uri)
         for path, _, _ in sorted(os.walk(folder), key=lambda entry: -len(entry[0])):
             with suppress(OSError):
                 os.rmdir(path)
@@ -229,7 +229,7 @@ def _check_paths(source: str, target: str) -> None:
 
 
 def _comparable(path: str) -> str:
-    path = _normalise_uri(path)
+    path = normalise_uri(path)
     return path.rstrip("/") if "://" in path else os.path.abspath(path)
 
 

@@ -125,14 +125,14 @@ def with_retry(attempt: Callable[[], _T], *, retry: Retry | None = None) -> _T:
     ``attempt`` must leave nothing behind when it raises (see
     :class:`~lance_spark.source.jobs.StagedJob`)."""
     policy = RETRY if retry is None else retry
-    for number in range(1, policy.attempts + 1):
-        if number > 1:
-            time.sleep(policy.pause(number))
+    number = 1
+    while True:
         try:
             return attempt()
         except CommitConflictError as err:
-            give_up(err, number, policy)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+            give_up(err, number, policy)  # raises after the last attempt
+        number += 1
+        time.sleep(policy.pause(number))
 
 
 def give_up(err: CommitConflictError, number: int, policy: Retry = RETRY) -> None:

@@ -29,7 +29,7 @@ from lance_spark import _spark
 from lance_spark._spark import JobProgress
 from lance_spark.errors import InvalidArgumentError, InvalidOptionError, TableNotFoundError
 from lance_spark.source.dataset import branch_location
-from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
+from lance_spark.source.datasource import FORMAT_NAME, normalise_uri
 from lance_spark.source.options import BRANCH, MAIN_BRANCH, TimeTravel, parse_timestamp
 from lance_spark.source.search import plan_search
 from lance_spark.source.session import lance_reader, session_storage
@@ -146,7 +146,7 @@ class LanceTable:
                 f"{found.provider or 'none: a view'!r}); LanceTable.forName needs a table "
                 f"created USING {FORMAT_NAME}"
             )
-        table = cls.forPath(spark, _normalise_uri(location))
+        table = cls.forPath(spark, normalise_uri(location))
         table._name = name
         return table
 

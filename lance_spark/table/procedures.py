@@ -36,7 +36,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from lance_spark import _spark
 from lance_spark.errors import CommitConflictError, InvalidOptionError
 from lance_spark.source import dataset
-from lance_spark.source.datasource import LanceDataSource, _normalise_uri
+from lance_spark.source.datasource import LanceDataSource, normalise_uri
 from lance_spark.source.options import (
     TIMESTAMP_AS_OF,
     VERSION_AS_OF,
@@ -346,7 +346,7 @@ def run(
         if operation is None:
             raise InvalidOptionError(f"unknown folder catalog operation {name!r}")
         opts = parse_read_options(dict(source.options), session_storage=source.defaults.storage)
-        root = _normalise_uri(opts.uri or "")
+        root = normalise_uri(opts.uri or "")
         reply = operation(
             root, opts.storage, {**(call.get("args") or {}), "app_id": call.get("app_id")}
         )
@@ -363,7 +363,7 @@ def run(
     opts = parse_read_options(dict(source.options), session_storage=source.defaults.storage)
     if not opts.uri:
         raise InvalidOptionError(f"procedure {name!r} needs the table's location")
-    root = _normalise_uri(opts.uri)
+    root = normalise_uri(opts.uri)
     table = TableContext(
         # No session in the planner worker: the procedures use none (see the module doc).
         spark=cast(SparkSession, None),

@@ -28,7 +28,7 @@ from lance_spark.errors import (
     TableNotFoundError,
 )
 from lance_spark.source import dataset
-from lance_spark.source.datasource import FORMAT_NAME, _normalise_uri
+from lance_spark.source.datasource import FORMAT_NAME, normalise_uri
 from lance_spark.source.options import OVERWRITE_SCHEMA, PATH, REPLACE_WHERE, parse_write_options
 from lance_spark.source.session import session_storage
 from lance_spark.table import schema as _schema
@@ -121,7 +121,7 @@ def default_location(spark: SparkSession, name: str) -> str:
     if not parts:
         raise InvalidOptionError(f"{name!r} is not a table name")
     database = parts[-2] if len(parts) > 1 else spark.catalog.currentDatabase()
-    location = _normalise_uri(spark.catalog.getDatabase(database).locationUri)
+    location = normalise_uri(spark.catalog.getDatabase(database).locationUri)
     return f"{location.rstrip('/')}/{parts[-1].lower()}"
 
 
@@ -133,7 +133,7 @@ def is_managed(spark: SparkSession, name: str, uri: str) -> bool:
 
 def same_location(a: str, b: str) -> bool:
     """True when the locations ``a`` and ``b`` are one (``file:`` and a trailing ``/`` aside)."""
-    return _normalise_uri(a).rstrip("/") == _normalise_uri(b).rstrip("/")
+    return normalise_uri(a).rstrip("/") == normalise_uri(b).rstrip("/")
 
 
 def catalog_table(spark: SparkSession, name: str) -> CatalogTable | None:
@@ -172,7 +172,7 @@ def _save(req: WriteRequest) -> bool:
     path = req.path or options.pop(PATH, None)
     if path is None:
         return False  # Spark's own error
-    uri = _normalise_uri(path)
+    uri = normalise_uri(path)
     if dataset.table_exists(uri, storage=_storage(req.spark, options)):
         if mode == "ignore":
             return True
@@ -213,7 +213,7 @@ def _save_as_table(req: WriteRequest, target: CatalogTable | None) -> bool:
         if mode == "overwrite":
             recreate_entry(req.spark, name, uri, storage)
         return True
-    uri = _normalise_uri(path) if path is not None else default_location(req.spark, name)
+    uri = normalise_uri(path) if path is not None else default_location(req.spark, name)
     if dataset.table_exists(uri, storage=storage):
         if path is None:
             raise TableAlreadyExistsError(
@@ -283,7 +283,7 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
         _set_properties(req.spark, uri, storage, properties)
         recreate_entry(req.spark, name, uri, storage)
         return True
-    uri = _normalise_uri(location) if location is not None else default_location(req.spark, name)
+    uri = normalise_uri(location) if location is not None else default_location(req.spark, name)
     if dataset.table_exists(uri, storage=storage):
         raise TableAlreadyExistsError(
             f"a Lance table already exists at {uri!r}: register it with CREATE TABLE {name} "
@@ -301,7 +301,7 @@ def _create_or_replace(req: WriteRequest, target: CatalogTable | None) -> bool:
 def _uri(target: CatalogTable) -> str:
     if target.uri is None:
         raise TableNotFoundError(f"catalog table {target.name} is not a Lance table")
-    return _normalise_uri(target.uri)
+    return normalise_uri(target.uri)
 
 
 def _write(df: DataFrame, uri: str, mode: str, options: Mapping[str, str]) -> None:

@@ -43,9 +43,8 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from lance_spark.errors import SchemaMismatchError
+from lance_spark.errors import SchemaMismatchError, UnquotableColumnError
 from lance_spark.source.filters import (
-    UnquotableColumnError,
     in_list_predicate,
     quote_column,
     translate_filters,

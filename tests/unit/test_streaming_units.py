@@ -129,7 +129,7 @@ def _writer(uri: str, app: str, number: int, *, ids: list[int], overwrite: bool 
 
 def _txn_write(uri: str, app: str, number: int, *, ids: list[int] | None = None) -> int | None:
     writer, message = _writer(uri, app, number, ids=ids or [-1])
-    version: int | None = writer.commit_results([message], txn=writer._txn())
+    version: int | None = writer.commit_results([message], txn=writer.txn_id())
     return version
 
 
@@ -311,7 +311,7 @@ def _race_round(uri: str, number: int, count: int) -> list[int | None]:
     def commit_one(i: int) -> int | None:
         writer, message = writers[i]
         barrier.wait(timeout=60)
-        return writer.commit_results([message], txn=writer._txn())
+        return writer.commit_results([message], txn=writer.txn_id())
 
     def foreign() -> None:
         barrier.wait(timeout=60)
@@ -380,7 +380,7 @@ def test_racing_idempotent_overwrites_commit_exactly_once(tmp_path: Path) -> Non
         ) -> int | None:
             writer, message = writers[i]
             barrier.wait(timeout=60)
-            version: int | None = writer.commit_results([message], txn=writer._txn())
+            version: int | None = writer.commit_results([message], txn=writer.txn_id())
             return version
 
         with ThreadPoolExecutor(threads) as pool:
@@ -429,7 +429,7 @@ def test_an_idempotent_commit_checks_once_and_a_lost_round_again(
     def commit(number: int, *, ids: list[int], overwrite: bool = False) -> int | None:
         writer, message = _writer(uri, "w", number, ids=ids, overwrite=overwrite)
         checks.clear()
-        version: int | None = writer.commit_results([message], txn=writer._txn())
+        version: int | None = writer.commit_results([message], txn=writer.txn_id())
         return version
 
     assert commit(0, ids=[1]) == 1  # creates the table
@@ -439,7 +439,7 @@ def test_an_idempotent_commit_checks_once_and_a_lost_round_again(
     writer, message = _writer(uri, "w", 1, ids=[2])  # planned before the commit of (w, 1)
     assert _txn_write(uri, "w", 1) is None
     checks.clear()
-    assert writer.commit_results([message], txn=writer._txn()) is None  # a repeat
+    assert writer.commit_results([message], txn=writer.txn_id()) is None  # a repeat
     assert checks == ["w"]
     assert commit(2, ids=[5], overwrite=True) == 3  # an overwrite
     assert checks == ["w"]
@@ -461,14 +461,14 @@ def test_an_idempotent_commit_checks_once_and_a_lost_round_again(
     )
     message = writer.write(iter([pa.record_batch([pa.array([5, 5], pa.int64())], names=["id"])]))
     checks.clear()
-    assert writer.commit_results([message], txn=writer._txn()) == 4
+    assert writer.commit_results([message], txn=writer.txn_id()) == 4
     assert checks == ["w", "w"]
     # Another application's idempotent append commits right after the writer's check: Lance
     # refuses the writer's first round, and the second checks again before committing.
     writer, message = _writer(uri, "w", 4, ids=[8])
     race.append(lambda: _txn_write(uri, "other", 0, ids=[7]))
     checks.clear()
-    assert writer.commit_results([message], txn=writer._txn()) == 6
+    assert writer.commit_results([message], txn=writer.txn_id()) == 6
     assert checks == ["w", "other", "other", "w"]  # the other's planning and commit checks
     ds = lance.dataset(uri)
     assert ds.version == 6 and sorted(ds.to_table()["id"].to_pylist()) == [5, 5, 7, 8]
