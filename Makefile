@@ -11,7 +11,7 @@ export SPARK_CONF_DIR := $(abspath conf)
 
 # The JVM companion (jvm/), compiled with javac against the pyspark wheel's jars.
 JAR    := lance_spark/jars/lance-spark-companion.jar
-JAVA_SOURCES := $(shell find jvm/src -name '*.java')
+JAVA_SOURCES := $(shell find jvm/src -name '*.java') $(shell find jvm/resources -type f)
 
 .DEFAULT_GOAL := help
 .PHONY: help demo bench bench-scale test test-unit lint docs clean java jdk venv jar dist

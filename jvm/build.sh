@@ -21,6 +21,9 @@ fi
 javac --release 17 -Xlint:all,-path,-serial,-classfile $werror -encoding UTF-8 \
   -cp "$jars/*" -d "$classes" $(find "$here/src" -name '*.java' | sort)
 mkdir -p "$(dirname "$out")"
+# jvm/resources: files the classes read, generated from the Python package and checked
+# against it by the tests (options.properties: lance_spark/source/options.py's registry).
+cp -R "$here/resources/." "$classes/"
 jar --create --file "$out.tmp" -C "$classes" .
 mv "$out.tmp" "$out"
 echo "built $out"

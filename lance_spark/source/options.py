@@ -19,16 +19,91 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 from lance_spark.errors import InvalidOptionError
+
+# --- the registry ---------------------------------------------------------------------------
+# Every option of the source is declared once, below: its Spark spelling, where it applies,
+# its default and meaning as the options reference (docs/reference/options.md) shows them,
+# and its other names. The key sets, the names in messages, that reference and the resource
+# the JVM companion reads (jvm/resources/.../options.properties) are made from it; the tests
+# fail when the reference or the resource differs from what the registry makes.
+
+Kind = Literal["read", "write", "stream_read", "stream_write"]
+READ: frozenset[Kind] = frozenset({"read"})
+WRITE: frozenset[Kind] = frozenset({"write"})
+STREAM_READ: frozenset[Kind] = frozenset({"stream_read"})
+STREAM_WRITE: frozenset[Kind] = frozenset({"stream_write"})
+ANY_WRITE = WRITE | STREAM_WRITE
+_SIDES: dict[frozenset[Kind], str] = {
+    READ: "read",
+    WRITE: "write",
+    STREAM_READ: "streaming read",
+    STREAM_WRITE: "streaming write",
+    ANY_WRITE: "(streaming) write",
+    READ | STREAM_READ: "read, streaming read",
+    READ | WRITE | STREAM_WRITE: "read, (streaming) write",
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the ``lance`` source.
+
+    ``name`` is Spark's spelling (Spark hands a source its keys lower-cased; messages and the
+    reference use this one); ``aliases`` are other names taken for it (Delta's older ones, the
+    Java lance-spark connector's), ``ignored`` an option taken only so that a job written for
+    the Java connector runs unchanged (it changes nothing here); ``documented`` False for a
+    key Spark itself sets.
+    """
+
+    name: str
+    kinds: frozenset[Kind]
+    doc: str
+    default: str = ""
+    side: str | None = None  # the reference's "side" column, when the kinds do not say it all
+    aliases: tuple[str, ...] = ()
+    ignored: bool = False
+    documented: bool = True
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+
+OPTIONS: list[Option] = []
+
+
+def _option(
+    name: str,
+    kinds: frozenset[Kind],
+    doc: str,
+    *,
+    default: str = "",
+    side: str | None = None,
+    aliases: tuple[str, ...] = (),
+    ignored: bool = False,
+    documented: bool = True,
+) -> str:
+    """Declare an option; returns its key (lower case), the name the parsers look it up by."""
+    OPTIONS.append(Option(name, kinds, doc, default, side, aliases, ignored, documented))
+    return name.lower()
+
 
 # --- keys shared by reads and writes -------------------------------------------------------
 PATH = "path"
 STORAGE_PREFIX = "storage."
 CATALOG_OPTION_PREFIX = "option."
-# The branch a read or write is on (Lance branches; absent or "main": the main branch).
-BRANCH = "branch"
 MAIN_BRANCH = "main"
+# The branch a read or write is on (Lance branches; absent or "main": the main branch).
+BRANCH = _option(
+    "branch",
+    READ | ANY_WRITE,
+    "the [branch](../branches.md) to read (its versions for `versionAsOf`...) or commit to; "
+    "it must exist",
+    default="`main`",
+)
 # Keys Spark itself puts into the options of a data source (catalog tables, DataFrameReader).
 SPARK_KEYS = frozenset({"path", "paths", "location", "provider", "owner", "comment", "external"})
 
@@ -42,22 +117,71 @@ NOT_SECRET_KEYS = frozenset({"aws_sse_kms_key_id", "aws_sse_bucket_key_enabled"}
 _URL_WITH_PASSWORD = re.compile(r"://[^/@\s]*:[^/@\s]*@")
 
 # --- read keys ------------------------------------------------------------------------------
-VERSION = "version"
-VERSION_AS_OF = "versionasof"
-TIMESTAMP_AS_OF = "timestampasof"
-TAG = "tag"
-COLUMNS = "columns"
-FILTER = "filter"
-METADATA_COLUMNS = "metadata_columns"
-BATCH_SIZE = "batch_size"
+VERSION = _option("version", READ, "version number to read", default="latest")
+VERSION_AS_OF = _option("versionAsOf", READ, "version number to read (Delta's name)")
+TIMESTAMP_AS_OF = _option(
+    "timestampAsOf", READ, "ISO-8601 time; the latest version committed at or before it"
+)
+TAG = _option("tag", READ, "a tag's version")
+COLUMNS = _option(
+    "columns",
+    READ,
+    "columns to read, in that order: a comma-separated list (`id, label`; each name is "
+    'stripped) or a JSON list of names, kept exactly (`["a,b", " padded "]`). A '
+    "comma-separated list that could mean a column whose name has a comma or surrounding "
+    "spaces is an error naming that column",
+    default="all",
+)
+FILTER = _option("filter", READ, "a Lance SQL predicate applied in the scan")
+METADATA_COLUMNS = _option(
+    "metadata_columns",
+    READ,
+    "any of `_rowid`, `_rowaddr`, `_fragid`, `_row_created_at_version`, "
+    "`_row_last_updated_at_version` (bigint columns)",
+)
 DEFAULT_BATCH_SIZE = 8192
-ROWS_PER_PARTITION = "rows_per_partition"
+BATCH_SIZE = _option(
+    "batch_size",
+    READ | STREAM_READ | ANY_WRITE,
+    "rows per Arrow batch of a read; on a write taken for the Java connector's jobs and "
+    "ignored (Spark sends a Python writer batches of "
+    "`spark.sql.execution.arrow.maxRecordsPerBatch` rows)",
+    default=str(DEFAULT_BATCH_SIZE),
+    side="read, streaming read, (streaming) write",
+)
 # A fragment larger than this is split by row range; smaller ones are packed together.
 # Large enough that a table of a few million rows makes one task per core: every task pays
 # a fixed cost (a Python worker, opening the table), measured in BENCHMARKS.md.
 DEFAULT_ROWS_PER_PARTITION = 4_000_000
-MIN_PARTITIONS = "min_partitions"
+ROWS_PER_PARTITION = _option(
+    "rows_per_partition",
+    READ,
+    "fragments larger than this are split, smaller packed",
+    default=str(DEFAULT_ROWS_PER_PARTITION),
+)
 DEFAULT_MIN_PARTITIONS = 0  # 0: the number of cores Spark reports, see _planning
+MIN_PARTITIONS = _option(
+    "min_partitions",
+    READ,
+    "at least this many tasks when the table has the rows",
+    default="Spark's default parallelism",
+)
+# The Java connector's read tuning, which lance_spark does on its own terms: taken, ignored.
+for _java in ("pushDownFilters", "block_size", "index_cache_size", "metadata_cache_size"):
+    _option(
+        _java,
+        READ,
+        "the Java lance-spark connector's read tuning: taken so that its jobs run unchanged, "
+        "no effect here",
+        ignored=True,
+    )
+_option(
+    "topN_push_down",
+    READ,
+    "the Java lance-spark connector's read tuning: taken so that its jobs run unchanged, "
+    "no effect here",
+    ignored=True,
+)
 
 # _row_created_at_version / _row_last_updated_at_version: the version that inserted / last
 # rewrote each row (Lance keeps them per fragment; what diff uses to tell updates apart).
@@ -65,12 +189,46 @@ ROW_VERSION_COLUMNS = ("_row_created_at_version", "_row_last_updated_at_version"
 METADATA_COLUMN_NAMES = ("_rowid", "_rowaddr", "_fragid", *ROW_VERSION_COLUMNS)
 
 # The change data feed (Delta's names): readChangeFeed with a version or time range.
-READ_CHANGE_FEED = "readchangefeed"
-STARTING_VERSION = "startingversion"
-STARTING_TIMESTAMP = "startingtimestamp"
-ENDING_VERSION = "endingversion"
-ENDING_TIMESTAMP = "endingtimestamp"
-REPORT_OVERWRITES = "reportoverwrites"
+READ_CHANGE_FEED = _option(
+    "readChangeFeed",
+    READ | STREAM_READ,
+    "read the changes of a version range, or stream them (see "
+    "[Change data feed](../streaming.md#change-data-feed)); `readChangeData` is Delta's "
+    "older name",
+    default="false",
+    aliases=("readChangeData",),
+)
+STARTING_VERSION = _option(
+    "startingVersion",
+    READ | STREAM_READ,
+    "a change feed read: the first version of the range (this or `startingTimestamp`); a "
+    "streaming read: the first version to read (or `latest`)",
+    default="streaming: the current snapshot",
+    side="read (change feed), streaming read",
+)
+STARTING_TIMESTAMP = _option(
+    "startingTimestamp",
+    READ | STREAM_READ,
+    "the first version committed at or after this time (of the range, or of the stream)",
+    side="read (change feed), streaming read",
+)
+ENDING_VERSION = _option(
+    "endingVersion", READ, "last version of the range", default="latest", side="read (change feed)"
+)
+ENDING_TIMESTAMP = _option(
+    "endingTimestamp",
+    READ,
+    "the last version committed at or before this time ends the range",
+    default="latest",
+    side="read (change feed)",
+)
+REPORT_OVERWRITES = _option(
+    "reportOverwrites",
+    READ | STREAM_READ,
+    "report an overwrite or restore in the range instead of failing",
+    default="false",
+    side="read (change feed), streaming read",
+)
 CHANGE_FEED_KEYS = frozenset(
     {
         READ_CHANGE_FEED,
@@ -82,173 +240,254 @@ CHANGE_FEED_KEYS = frozenset(
     }
 )
 
-READ_KEYS = CHANGE_FEED_KEYS | frozenset(
-    {
-        BRANCH,
-        VERSION,
-        VERSION_AS_OF,
-        TIMESTAMP_AS_OF,
-        TAG,
-        COLUMNS,
-        FILTER,
-        METADATA_COLUMNS,
-        BATCH_SIZE,
-        ROWS_PER_PARTITION,
-        MIN_PARTITIONS,
-    }
-)
-
 # --- write keys -----------------------------------------------------------------------------
-MERGE_SCHEMA = "mergeschema"
-USER_METADATA = "usermetadata"
-MAX_ROWS_PER_FILE = "max_rows_per_file"
+MERGE_SCHEMA = _option("mergeSchema", ANY_WRITE, "add new columns on append", default="false")
+USER_METADATA = _option("userMetadata", ANY_WRITE, "free text recorded with the commit")
 DEFAULT_MAX_ROWS_PER_FILE = 1_048_576
-MAX_ROWS_PER_GROUP = "max_rows_per_group"
+MAX_ROWS_PER_FILE = _option(
+    "max_rows_per_file",
+    ANY_WRITE,
+    "Lance writer setting; `max_row_per_file` is the Java lance-spark connector's name",
+    default=str(DEFAULT_MAX_ROWS_PER_FILE),
+    aliases=("max_row_per_file",),
+)
 DEFAULT_MAX_ROWS_PER_GROUP = 1024
-MAX_BYTES_PER_FILE = "max_bytes_per_file"
+MAX_ROWS_PER_GROUP = _option(
+    "max_rows_per_group",
+    ANY_WRITE,
+    "Lance writer setting",
+    default=str(DEFAULT_MAX_ROWS_PER_GROUP),
+)
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
-DATA_STORAGE_VERSION = "data_storage_version"
+MAX_BYTES_PER_FILE = _option(
+    "max_bytes_per_file", ANY_WRITE, "Lance writer setting", default="90 GiB"
+)
 # Lance file formats a new table can be written in (pylance 14's write_dataset; "stable" is
 # 2.2, "next" 2.3, "legacy" 0.1).
 DATA_STORAGE_VERSIONS = ("2.0", "2.1", "2.2", "2.3", "stable", "next", "legacy", "0.1")
-ENABLE_STABLE_ROW_IDS = "enable_stable_row_ids"
+DATA_STORAGE_VERSION = _option(
+    "data_storage_version",
+    ANY_WRITE,
+    "file format of a table the write creates, rows or none ("
+    + ", ".join(f"`{v}`" for v in DATA_STORAGE_VERSIONS)
+    + ")",
+    default="Lance's default",
+)
+ENABLE_STABLE_ROW_IDS = _option(
+    "enable_stable_row_ids",
+    ANY_WRITE,
+    "stable row ids for tables the connector creates (fixed at creation: refused as a table "
+    "property)",
+    default="true",
+)
+for _java in ("use_queued_write_buffer", "queue_depth"):
+    _option(
+        _java,
+        ANY_WRITE,
+        "the Java lance-spark connector's write tuning: taken so that its jobs run "
+        "unchanged, no effect here",
+        ignored=True,
+    )
 # `<col>.arrow.fixed-size-list.size`: the option name lance-spark (Java) users know.
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 # Idempotent batch writes (Delta's names): skip a write already committed for (app, version).
-TXN_APP_ID = "txnappid"
-TXN_VERSION = "txnversion"
+TXN_APP_ID = _option(
+    "txnAppId",
+    WRITE,
+    "an idempotent write: skipped when the table holds `(txnAppId, txnVersion)` or a later "
+    "version of that `txnAppId`",
+)
+TXN_VERSION = _option("txnVersion", WRITE, "the version of an idempotent write (see `txnAppId`)")
 # The Spark application recorded in the history entry (appId): the JVM companion gives every
 # write its application's id, which a session without register has no other way to know.
-SPARK_APP_ID = "sparkappid"
+SPARK_APP_ID = _option(
+    "sparkAppId",
+    ANY_WRITE,
+    "the application id recorded in history (`appId`); the JVM companion sets it on every "
+    "write, `register`'s session id wins",
+    default="the session's application",
+)
 # A row-level operation Spark plans (MERGE / UPDATE / DELETE through the companion's catalog):
 # the write of its change rows, and the version its scan pinned. Set by the companion only.
-ROW_LEVEL_OPERATION = "rowleveloperation"
-ROW_LEVEL_VERSION = "rowlevelversion"
+ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
+ROW_LEVEL_OPERATION = _option(
+    "rowLevelOperation",
+    WRITE,
+    "set by the JVM companion only: the write of the change rows of a `MERGE` / `UPDATE` / "
+    "`DELETE` Spark planned (`MERGE`, `UPDATE` or `DELETE`)",
+    default="none",
+)
+ROW_LEVEL_VERSION = _option(
+    "rowLevelVersion",
+    WRITE,
+    "set by the JVM companion only: the version the scan of a row-level operation read",
+    default="none",
+)
 # The Lance predicate every row the operation's scan read satisfies (a MERGE's key filter), for
 # the check against concurrent commits: rows added meanwhile that do not match it are no
 # conflict. Set by the companion only.
-ROW_LEVEL_READ_FILTER = "rowlevelreadfilter"
-ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
+ROW_LEVEL_READ_FILTER = _option(
+    "rowLevelReadFilter",
+    WRITE,
+    "set by the JVM companion only: the Lance predicate a `MERGE`'s scan read the target "
+    "with (its key filter); rows committed meanwhile that do not match it do not conflict "
+    "with the statement",
+    default="none",
+)
 # The id the table API gives a MERGE / UPDATE / DELETE it runs as Spark SQL: recorded in the
 # history entry, where the table API finds the version (and the metrics) of its statement;
 # and the statement's history parameters (JSON: its predicate, the columns it sets).
-STATEMENT_ID = "statementid"
-STATEMENT_PARAMETERS = "statementparameters"
+STATEMENT_ID = _option(
+    "statementId",
+    WRITE,
+    "set by the table API only: the id recorded with the version a `merge` / `update` / "
+    "`delete` commits (where the table API finds its metrics)",
+    default="none",
+)
+STATEMENT_PARAMETERS = _option(
+    "statementParameters",
+    WRITE,
+    "a row-level statement's own history parameters (JSON object of strings), over the ones "
+    "the JVM companion reads from Spark's plan (`predicate`, a `MERGE`'s clauses)",
+    default="none",
+)
 # The catalog statement a write makes a table with, as its history entry names it (Delta's
 # names); without it a write is a WRITE. Set by the companion only.
-TABLE_OPERATION = "tableoperation"
 TABLE_OPERATIONS = (
     "CREATE TABLE AS SELECT",
     "REPLACE TABLE AS SELECT",
     "CREATE OR REPLACE TABLE AS SELECT",
 )
+TABLE_OPERATION = _option(
+    "tableOperation",
+    WRITE,
+    "set by the JVM companion only: the catalog statement the write makes a table with, as "
+    "history names it ("
+    + ", ".join(f"`{o}`" for o in TABLE_OPERATIONS)
+    + "); other writes are `WRITE`",
+    default="none",
+)
 # Streaming writes: the id recorded with each batch (default: the query's own id).
-STREAMING_QUERY_ID = "streamingqueryid"
-CHECKPOINT_LOCATION = "checkpointlocation"  # Spark passes it to a streaming sink
+STREAMING_QUERY_ID = _option(
+    "streamingQueryId",
+    STREAM_WRITE,
+    "the id recorded with each micro-batch",
+    default="the query's id",
+)
+CHECKPOINT_LOCATION = _option(
+    "checkpointLocation",
+    STREAM_WRITE,
+    "Spark's, passed to a streaming sink",
+    documented=False,
+)
 # Overwrites (Delta's names): replace only the rows matching a predicate, in one version; and
 # replace the table's schema (without it an overwrite keeps the table's columns and types).
-REPLACE_WHERE = "replacewhere"
-OVERWRITE_SCHEMA = "overwriteschema"
+REPLACE_WHERE = _option(
+    "replaceWhere",
+    WRITE,
+    "a Lance SQL predicate: delete the matching rows and append the written ones in one "
+    "version; every written row must match ([Writing](../writing.md))",
+    side="write (overwrite)",
+)
+OVERWRITE_SCHEMA = _option(
+    "overwriteSchema",
+    WRITE,
+    "replace the table's schema with the DataFrame's on overwrite",
+    default="false",
+    side="write (overwrite)",
+)
 # Auto compaction after a write (Delta's names): compact, as a version of its own, when the
 # committed table has at least minNumFiles small fragments (fewer rows than Lance's compaction
 # target). Write options, with session defaults from these confs (read by register).
-AUTO_COMPACT = "autocompact"
-AUTO_COMPACT_MIN_NUM_FILES = "autocompact.minnumfiles"
 DEFAULT_AUTO_COMPACT = False
 DEFAULT_AUTO_COMPACT_MIN_NUM_FILES = 50  # Delta's default
 AUTO_COMPACT_CONF = "spark.lance.autoCompact.enabled"
 AUTO_COMPACT_MIN_NUM_FILES_CONF = "spark.lance.autoCompact.minNumFiles"
-
-WRITE_KEYS = frozenset(
-    {
-        BRANCH,
-        MERGE_SCHEMA,
-        USER_METADATA,
-        MAX_ROWS_PER_FILE,
-        MAX_ROWS_PER_GROUP,
-        MAX_BYTES_PER_FILE,
-        DATA_STORAGE_VERSION,
-        ENABLE_STABLE_ROW_IDS,
-        TXN_APP_ID,
-        TXN_VERSION,
-        REPLACE_WHERE,
-        OVERWRITE_SCHEMA,
-        AUTO_COMPACT,
-        AUTO_COMPACT_MIN_NUM_FILES,
-        SPARK_APP_ID,
-        ROW_LEVEL_OPERATION,
-        ROW_LEVEL_VERSION,
-        ROW_LEVEL_READ_FILTER,
-        STATEMENT_ID,
-        STATEMENT_PARAMETERS,
-        TABLE_OPERATION,
-    }
+AUTO_COMPACT = _option(
+    "autoCompact",
+    ANY_WRITE,
+    "compact after the commit when the table has `autoCompact.minNumFiles` small fragments "
+    "(see [Table maintenance](../table-api.md))",
+    default=f"`{AUTO_COMPACT_CONF}`, else false",
+)
+AUTO_COMPACT_MIN_NUM_FILES = _option(
+    "autoCompact.minNumFiles",
+    ANY_WRITE,
+    "at least 1",
+    default=f"`{AUTO_COMPACT_MIN_NUM_FILES_CONF}`, else {DEFAULT_AUTO_COMPACT_MIN_NUM_FILES}",
 )
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
-MAX_FILES_PER_TRIGGER = "maxfilespertrigger"  # Lance fragments per micro-batch
-MAX_BYTES_PER_TRIGGER = "maxbytespertrigger"  # bytes of fragments per micro-batch (soft)
-SKIP_CHANGE_COMMITS = "skipchangecommits"
-
-STREAM_READ_KEYS = frozenset(
-    {
-        STARTING_VERSION,
-        STARTING_TIMESTAMP,
-        MAX_FILES_PER_TRIGGER,
-        MAX_BYTES_PER_TRIGGER,
-        SKIP_CHANGE_COMMITS,
-        BATCH_SIZE,
-        READ_CHANGE_FEED,
-        REPORT_OVERWRITES,
-    }
+MAX_FILES_PER_TRIGGER = _option(  # Lance fragments per micro-batch
+    "maxFilesPerTrigger",
+    STREAM_READ,
+    "fragments per micro-batch (at least one)",
+    default="no limit",
+)
+MAX_BYTES_PER_TRIGGER = _option(  # bytes of fragments per micro-batch (soft)
+    "maxBytesPerTrigger",
+    STREAM_READ,
+    "bytes of fragments per micro-batch (soft: at least one fragment)",
+    default="no limit",
+)
+SKIP_CHANGE_COMMITS = _option(
+    "skipChangeCommits",
+    STREAM_READ,
+    "skip versions that change existing rows instead of failing",
+    default="false",
 )
 
-STREAM_WRITE_KEYS = (
-    WRITE_KEYS
-    - {TXN_APP_ID, TXN_VERSION, REPLACE_WHERE, OVERWRITE_SCHEMA}
-    - {ROW_LEVEL_OPERATION, ROW_LEVEL_VERSION, ROW_LEVEL_READ_FILTER}
-    - {STATEMENT_ID, STATEMENT_PARAMETERS}
-    - {TABLE_OPERATION}
-) | {
-    STREAMING_QUERY_ID,
-    CHECKPOINT_LOCATION,
-}
 
-# Spark's own spelling of options, for error messages (Spark lower-cases keys on the way in).
-_DISPLAY = {
-    VERSION_AS_OF: "versionAsOf",
-    TIMESTAMP_AS_OF: "timestampAsOf",
-    MERGE_SCHEMA: "mergeSchema",
-    USER_METADATA: "userMetadata",
-    TXN_APP_ID: "txnAppId",
-    TXN_VERSION: "txnVersion",
-    SPARK_APP_ID: "sparkAppId",
-    ROW_LEVEL_OPERATION: "rowLevelOperation",
-    ROW_LEVEL_VERSION: "rowLevelVersion",
-    ROW_LEVEL_READ_FILTER: "rowLevelReadFilter",
-    STATEMENT_ID: "statementId",
-    STATEMENT_PARAMETERS: "statementParameters",
-    TABLE_OPERATION: "tableOperation",
-    STREAMING_QUERY_ID: "streamingQueryId",
-    STARTING_VERSION: "startingVersion",
-    STARTING_TIMESTAMP: "startingTimestamp",
-    MAX_FILES_PER_TRIGGER: "maxFilesPerTrigger",
-    MAX_BYTES_PER_TRIGGER: "maxBytesPerTrigger",
-    SKIP_CHANGE_COMMITS: "skipChangeCommits",
-    READ_CHANGE_FEED: "readChangeFeed",
-    "readchangedata": "readChangeData",
-    CHECKPOINT_LOCATION: "checkpointLocation",
-    ENDING_VERSION: "endingVersion",
-    ENDING_TIMESTAMP: "endingTimestamp",
-    REPORT_OVERWRITES: "reportOverwrites",
-    REPLACE_WHERE: "replaceWhere",
-    OVERWRITE_SCHEMA: "overwriteSchema",
-    AUTO_COMPACT: "autoCompact",
-    AUTO_COMPACT_MIN_NUM_FILES: "autoCompact.minNumFiles",
+def _keys(kind: Kind) -> frozenset[str]:
+    return frozenset(o.key for o in OPTIONS if kind in o.kinds)
+
+
+READ_KEYS = _keys("read")
+WRITE_KEYS = _keys("write")
+STREAM_READ_KEYS = _keys("stream_read")
+STREAM_WRITE_KEYS = _keys("stream_write")
+OPTIONS_BY_KEY = {o.key: o for o in OPTIONS}
+_IGNORED = frozenset(o.key for o in OPTIONS if o.ignored)  # not offered in messages
+# Other names of an option (lower case): the option they name.
+ALIASES = {alias.lower(): o.key for o in OPTIONS for alias in o.aliases}
+# Spark's own spelling of options, for messages (Spark lower-cases keys on the way in).
+_DISPLAY = {o.key: o.name for o in OPTIONS} | {
+    alias.lower(): alias for o in OPTIONS for alias in o.aliases
 }
+# The words a boolean option takes as true (and the JVM companion with it).
+TRUE_WORDS = ("true", "1", "yes")
 
 
 def _display(key: str) -> str:
     return _DISPLAY.get(key, key)
+
+
+def reference_table() -> str:
+    """The options reference's table (docs/reference/options.md), made from the registry."""
+    rows = [
+        "| option | side | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    for o in OPTIONS:
+        if not o.documented:
+            continue
+        names = ", ".join(f"`{n}`" for n in (o.name, *o.aliases))
+        side = o.side or _SIDES[o.kinds]
+        rows.append(f"| {names} | {side} | {o.default} | {o.doc} |")
+    rows.append(
+        "| `<col>.arrow.fixed-size-list.size` | write | | make array column `<col>` a vector "
+        "(`fixed_size_list`) of that length when creating the table |"
+    )
+    rows.append("| `storage.<key>` | both | | Lance storage option `<key>` |")
+    return "\n".join(rows) + "\n"
+
+
+def companion_resource() -> str:
+    """``options.properties`` for the JVM companion (``lance_spark.companion.LanceOptions``)."""
+    lines = ["# Generated from lance_spark/source/options.py (OPTIONS); do not edit."]
+    lines += [f"option.{o.key}={o.name}" for o in OPTIONS]
+    lines += [f"alias.{alias}={key}" for alias, key in sorted(ALIASES.items())]
+    lines.append("boolean.true=" + ",".join(TRUE_WORDS))
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -677,10 +916,6 @@ def parse_timestamp(value: str, *, key: str = TIMESTAMP_AS_OF) -> datetime:
 # --- helpers ------------------------------------------------------------------------------------
 
 
-# Other names of an option, as Delta Lake spells them (lower case): the option they name.
-ALIASES = {"readchangedata": READ_CHANGE_FEED}
-
-
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     given: dict[str, str] = {}  # canonical key -> the key it was given as
@@ -714,7 +949,7 @@ def _check_known(opts: Mapping[str, str], known: frozenset[str], kind: str) -> N
     for key in opts:
         if key in known or key in SPARK_KEYS or key.startswith(STORAGE_PREFIX):
             continue
-        valid = sorted(_display(k) for k in known)
+        valid = sorted(_display(k) for k in known - _IGNORED)
         close = difflib.get_close_matches(key, [*known], n=1)
         hint = f" Did you mean {_display(close[0])!r}?" if close else ""
         other = next((name for name, keys in _KINDS.items() if key in keys), None)
@@ -937,7 +1172,7 @@ def _non_negative_int(opts: Mapping[str, str], key: str, default: int) -> int:
     return number
 
 
-_TRUE = frozenset({"true", "1", "yes"})
+_TRUE = frozenset(TRUE_WORDS)
 _FALSE = frozenset({"false", "0", "no"})
 
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from lance_spark import _spark
-from lance_spark.source import row_level
+from lance_spark.source import options, row_level
 from lance_spark.source.options import (
     METADATA_COLUMN_NAMES,
     ROW_LEVEL_OPERATION,
@@ -51,9 +51,25 @@ def test_every_java_procedure_is_a_python_one() -> None:
 
 
 def _constant(source: str, name: str) -> str:
+    """A Java constant's value: a literal, or the option a ``LanceOptions.name("x")`` names."""
+    option = re.search(rf'static final \w+ {name} = LanceOptions\.name\("([^"]+)"\);', source)
+    if option is not None:
+        return options.OPTIONS_BY_KEY[option.group(1).lower()].name
     found = re.search(rf"static final \w+ {name} = \"?([^\";]+)\"?;", source)
     assert found is not None, name
     return found.group(1)
+
+
+def test_every_option_the_companion_names_is_in_the_registry() -> None:
+    named = {
+        m
+        for path in sorted(_SOURCES.glob("*.java"))
+        for m in re.findall(r'LanceOptions\.(?:name|names)\("([^"]+)"\)', path.read_text())
+    }
+    assert named, "the companion names options through LanceOptions"
+    for name in named:
+        assert name.lower() in options.OPTIONS_BY_KEY, name
+        assert options.OPTIONS_BY_KEY[name.lower()].name == name, name
 
 
 def test_row_level_change_rows_are_the_same_on_both_sides() -> None:

@@ -217,6 +217,14 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "tableoperation": "create table as select",
         "statementid": "abc",
         "statementparameters": '{"predicate": "id > 1"}',
+        # The Java lance-spark connector's tuning, taken and ignored.
+        "pushdownfilters": "false",
+        "block_size": "1",
+        "index_cache_size": "1",
+        "metadata_cache_size": "1",
+        "topn_push_down": "false",
+        "use_queued_write_buffer": "true",
+        "queue_depth": "4",
     }
     # txnAppId and txnVersion go together; so do rowLevelOperation and rowLevelVersion.
     partner = {

@@ -60,11 +60,11 @@ final class LanceRowLevelOperation implements SupportsDelta {
   static final String ROW_ID = "_rowid";
 
   // The Python writer's options of a row-level operation (lance_spark/source/options.py).
-  static final String OPERATION_OPTION = "rowLevelOperation";
-  static final String VERSION_OPTION = "rowLevelVersion";
-  static final String READ_FILTER_OPTION = "rowLevelReadFilter";
+  static final String OPERATION_OPTION = LanceOptions.name("rowLevelOperation");
+  static final String VERSION_OPTION = LanceOptions.name("rowLevelVersion");
+  static final String READ_FILTER_OPTION = LanceOptions.name("rowLevelReadFilter");
   // The history entry's operationParameters, as JSON (lance_spark/source/options.py).
-  static final String PARAMETERS_OPTION = "statementParameters";
+  static final String PARAMETERS_OPTION = LanceOptions.name("statementParameters");
   // The delta columns before the table's in each change row (lance_spark/source/row_level.py).
   static final String OPERATION_COLUMN = "__lance_spark_operation";
   static final String ROW_ADDRESS_COLUMN = "__lance_spark_row_address";

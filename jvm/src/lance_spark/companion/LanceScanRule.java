@@ -23,11 +23,10 @@ final class LanceScanRule extends Rule<LogicalPlan> {
 
   /**
    * A change feed read (the Python reader computes each version's changes and pushes nothing)
-   * keeps Spark's own Python scan; Python parses the option the same way.
+   * keeps Spark's own Python scan; the option, its aliases and its true words are the Python
+   * registry's ({@link LanceOptions}).
    */
-  static final String CHANGE_FEED_OPTION = "readChangeFeed";
-  /** Delta's older name of {@link #CHANGE_FEED_OPTION} (lance_spark.source.options.ALIASES). */
-  static final String CHANGE_DATA_OPTION = "readChangeData";
+  static final String CHANGE_FEED_OPTION = LanceOptions.name("readChangeFeed");
 
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
@@ -50,12 +49,6 @@ final class LanceScanRule extends Rule<LogicalPlan> {
   }
 
   private static boolean isChangeFeed(DataSourceV2Relation relation) {
-    return isTrue(relation.options().get(CHANGE_FEED_OPTION))
-        || isTrue(relation.options().get(CHANGE_DATA_OPTION));
-  }
-
-  private static boolean isTrue(String given) {
-    String value = given == null ? "false" : given.trim();
-    return value.equalsIgnoreCase("true") || value.equals("1") || value.equalsIgnoreCase("yes");
+    return LanceOptions.isTrue(LanceOptions.get(relation.options(), CHANGE_FEED_OPTION));
   }
 }

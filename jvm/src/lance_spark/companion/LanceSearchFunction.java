@@ -3,7 +3,6 @@ package lance_spark.companion;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -112,7 +111,7 @@ final class LanceSearchFunction extends AbstractFunction1<Seq<Expression>, Logic
       return table;  // no catalog of Lance tables to ask: Python's error names the path
     }
     Map<String, String> options = lance.procedureTarget(name, NAME);
-    if (options.keySet().stream().anyMatch(k -> k.toLowerCase(Locale.ROOT).equals("branch"))) {
+    if (options.keySet().stream().anyMatch(k -> k.equalsIgnoreCase(LanceSessionCatalog.BRANCH))) {
       throw new IllegalArgumentException(
           NAME + " searches a table's main branch, not the branch " + name
               + "; search it with LanceTable.forName(spark, table).branch(name).search(...)");

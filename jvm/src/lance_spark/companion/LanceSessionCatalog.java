@@ -98,12 +98,13 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
   static final String BRANCH_PREFIX = "branch_";
 
   // Options of the Python source (lance_spark.source.options).
-  static final String VERSION_AS_OF = "versionAsOf";
-  static final String TIMESTAMP_AS_OF = "timestampAsOf";
-  static final String BRANCH = "branch";
+  static final String VERSION_AS_OF = LanceOptions.name("versionAsOf");
+  static final String TIMESTAMP_AS_OF = LanceOptions.name("timestampAsOf");
+  static final String BRANCH = LanceOptions.name("branch");
   static final String STORAGE_PREFIX = "storage.";
   /** The write's history name (lance_spark.source.options.TABLE_OPERATIONS, Delta's names). */
-  static final String TABLE_OPERATION = "tableOperation";
+  static final String TABLE_OPERATION = LanceOptions.name("tableOperation");
+  static final String OVERWRITE_SCHEMA = LanceOptions.name("overwriteSchema");
   static final String CREATE_AS_SELECT = "CREATE TABLE AS SELECT";
   static final String REPLACE_AS_SELECT = "REPLACE TABLE AS SELECT";
   static final String CREATE_OR_REPLACE_AS_SELECT = "CREATE OR REPLACE TABLE AS SELECT";
@@ -284,7 +285,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     Map<String, String> options = new HashMap<>(writeOptions(info.properties()));
     options.put(TABLE_OPERATION, operation);
     if (replace) {
-      options.put("overwriteSchema", "true");
+      options.put(OVERWRITE_SCHEMA, "true");
     }
     return new LanceStagedTable(table, info.columns(), options, replace, new LanceStagedTable.Stage() {
       @Override

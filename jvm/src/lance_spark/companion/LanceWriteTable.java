@@ -64,7 +64,7 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   static final String NO_BYTE_LIMIT = Integer.toString(Integer.MAX_VALUE);
 
   static final String PATH = "path";
-  static final String APP_ID = "sparkAppId";
+  static final String APP_ID = LanceOptions.name("sparkAppId");
 
   // The catalog table this write goes to (its identifier), or null for a write by path.
   private final String catalogTable;
@@ -163,7 +163,7 @@ final class LanceWriteTable extends PythonTableView implements SupportsWrite {
   }
 
   /** The Python writer's option of an overwrite of the rows matching a Lance predicate. */
-  static final String REPLACE_WHERE = "replaceWhere";
+  static final String REPLACE_WHERE = LanceOptions.name("replaceWhere");
 
   /**
    * {@code info} with the options of the catalog table it writes (the {@code path} option:
