@@ -21,7 +21,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 
 from lance_spark import _spark
 from lance_spark.errors import (
@@ -37,55 +37,41 @@ from lance_spark.source.options import (
     STORAGE_PREFIX,
 )
 from lance_spark.table import jobs as _jobs
+from lance_spark.table.context import TableContext
 
 
-def delete_where(
-    spark: SparkSession,
-    *,
-    uri: str,
-    storage: Mapping[str, str],
-    condition: str | Column | None,
-) -> int:
+def delete_where(table: TableContext, *, condition: str | Column | None) -> int:
     """Delete the rows matching ``condition`` (all rows when None); returns how many. Spark
     plans the DELETE (the companion's row-level operation), as it does the SQL statement."""
-    where = _where(SqlText(spark, uri, storage), condition)
-    counts = run_sql(
-        spark,
-        uri=uri,
-        storage=storage,
-        statement=lambda target, _: f"DELETE FROM {target}{where}",
-    )
+    where = _where(SqlText(table), condition)
+    counts = run_sql(table, statement=lambda target, _: f"DELETE FROM {target}{where}")
     return counts.deleted
 
 
 def update_where(
-    spark: SparkSession,
+    table: TableContext,
     *,
-    uri: str,
-    storage: Mapping[str, str],
     condition: str | Column | None,
     assignments: Mapping[str, str | Column],
 ) -> int:
     """Set ``assignments`` (column -> SQL expression or Column) on the matching rows. Spark
     plans the UPDATE (the companion's row-level operation), as it does the SQL statement."""
-    names = dataset.open_latest(uri, storage=storage).schema.names
+    names = table.open().schema.names
     by_lower = {n.lower(): n for n in names}
     unknown = sorted(k for k in assignments if k.lower() not in by_lower)
     if unknown:
         raise ColumnNotFoundError(
-            f"UPDATE sets column {unknown[0]!r}, which the Lance table at {uri!r} does not "
+            f"UPDATE sets column {unknown[0]!r}, which the Lance table at {table.uri!r} does not "
             f"have; columns: {', '.join(names)}"
         )
-    text = SqlText(spark, uri, storage)
+    text = SqlText(table)
     sets = ", ".join(
         f"{_spark.quote_identifier(by_lower[k.lower()])} = {enclosed(text(v))}"
         for k, v in assignments.items()
     )
     where = _where(text, condition)
     counts = run_sql(
-        spark,
-        uri=uri,
-        storage=storage,
+        table,
         # The companion's LanceStatementParameters adds the predicate.
         parameters={"set": ", ".join(sorted(assignments))},
         statement=lambda target, _: f"UPDATE {target} SET {sets}{where}",
@@ -157,16 +143,9 @@ class SqlText:
     ``around`` makes of the table's DataFrame: a MERGE's target joined with its source)."""
 
     def __init__(
-        self,
-        spark: SparkSession,
-        uri: str,
-        storage: Mapping[str, str],
-        *,
-        around: Callable[[DataFrame], DataFrame] | None = None,
+        self, table: TableContext, *, around: Callable[[DataFrame], DataFrame] | None = None
     ) -> None:
-        self._spark = spark
-        self._uri = uri
-        self._storage = storage
+        self._table = table
         self._around = around
         self._frame: DataFrame | None = None
 
@@ -174,27 +153,25 @@ class SqlText:
         if isinstance(value, str):
             return value
         if self._frame is None:
-            table = table_frame(self._spark, self._uri, self._storage)
-            self._frame = table if self._around is None else self._around(table)
+            frame = table_frame(self._table)
+            self._frame = frame if self._around is None else self._around(frame)
         return _spark.column_sql(self._frame, value)
 
 
-def table_frame(spark: SparkSession, uri: str, storage: Mapping[str, str]) -> DataFrame:
-    """The table at ``uri`` as a DataFrame, to resolve a statement's Column expressions."""
-    return session.lance_reader(spark, storage).load(uri)
+def table_frame(table: TableContext) -> DataFrame:
+    """The table as a DataFrame, to resolve a statement's Column expressions."""
+    return session.lance_reader(table.spark, table.storage).load(table.uri)
 
 
 def run_sql(
-    spark: SparkSession,
+    table: TableContext,
     *,
-    uri: str,
-    storage: Mapping[str, str],
     statement: Callable[[str, str], str],
     parameters: Mapping[str, str] | None = None,
     alias: str | None = None,
     source: DataFrame | None = None,
 ) -> row_level.ChangeCounts:
-    """Run a MERGE / UPDATE / DELETE on the table at ``uri`` as Spark SQL, which the
+    """Run a MERGE / UPDATE / DELETE on ``table`` as Spark SQL, which the
     companion's catalog plans as a row-level operation (one version, or none when no row
     changes); ``statement`` makes the text from the target (the table, its ``alias`` and
     its options) and the name the statement gives ``source`` (a MERGE's); ``parameters``:
@@ -203,6 +180,7 @@ def run_sql(
     Redone when a concurrent commit overlaps it (:func:`_jobs.with_retry`, then
     :class:`~lance_spark.errors.ConcurrentModificationError`). Returns what the committed
     version's history entry says it changed, found by the statement's id."""
+    spark, uri, storage = table.spark, table.uri, table.storage
     statement_id = uuid.uuid4().hex
     # The session's own storage settings reach the statement's read and write without being
     # named; only the table's others (LanceTable.forPath(storage_options=...)) are passed.
@@ -217,8 +195,7 @@ def run_sql(
         **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items() if known.get(k) != v},
     }
     named = f" AS {_spark.quote_identifier(alias)}" if alias else ""
-    table = f"lance.{_spark.quote_identifier(uri)}{named}"
-    target = f"{table} WITH ({_spark.sql_pairs(options)})"
+    target = f"lance.{_spark.quote_identifier(uri)}{named} WITH ({_spark.sql_pairs(options)})"
 
     def attempt() -> int:
         before = statement_version(uri, storage)

@@ -50,6 +50,7 @@ from lance_spark.source import types as _types
 from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
 from lance_spark.source.options import COLUMNS, METADATA_COLUMN_NAMES, encode_names
 from lance_spark.table import jobs as _jobs
+from lance_spark.table.context import TableContext
 
 _OFFSET_MASK = 0xFFFFFFFF
 # Columns the job's rows carry besides the new ones (all start with "__lance_spark").
@@ -94,18 +95,17 @@ class _Plan:
 
 
 def add_expression_columns(
-    spark: SparkSession,
-    *,
-    uri: str,
-    storage: Mapping[str, str],
-    expressions: Mapping[str, str | Column],
-    app_id: str | None,
+    table: TableContext, *, expressions: Mapping[str, str | Column]
 ) -> AddedColumns:
     """Add one column per ``expressions`` item: name -> Spark SQL expression (or Column)
     evaluated on each row of the table."""
     return _jobs.with_retry(
         lambda: _add_expression_columns(
-            spark, uri=uri, storage=storage, expressions=expressions, app_id=app_id
+            table.spark,
+            uri=table.uri,
+            storage=table.storage,
+            expressions=expressions,
+            app_id=table.app_id,
         )
     )
 
@@ -147,21 +147,18 @@ def _add_expression_columns(
     return _execute(ds, plan, uri=uri, storage=storage, app_id=app_id)
 
 
-def add_joined_columns(
-    spark: SparkSession,
-    *,
-    uri: str,
-    storage: Mapping[str, str],
-    source: DataFrame,
-    on: str,
-    app_id: str | None,
-) -> AddedColumns:
+def add_joined_columns(table: TableContext, *, source: DataFrame, on: str) -> AddedColumns:
     """Add every non-key column of ``source``, joined onto the table by ``on``: a table row
     whose key ``source`` lacks (or whose key is null) gets nulls; keys of ``source`` the table
     lacks are ignored; a key ``source`` holds twice is an error naming it."""
     return _jobs.with_retry(
         lambda: _add_joined_columns(
-            spark, uri=uri, storage=storage, source=source, on=on, app_id=app_id
+            table.spark,
+            uri=table.uri,
+            storage=table.storage,
+            source=source,
+            on=on,
+            app_id=table.app_id,
         )
     )
 

@@ -35,6 +35,7 @@ from lance_spark.source.jobs import TaskResult
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.writer import ROWS, LanceWriter, plan_write
 from lance_spark.table import jobs as _jobs
+from lance_spark.table.context import TableContext
 
 OPERATION = "CONVERT"
 # Spark's save modes: what to do when a Lance table exists at the target.
@@ -43,11 +44,9 @@ _TASKS = "tasks"  # TaskResult count: 1 per task, so the job's sum is its number
 
 
 def convert_parquet(
-    spark: SparkSession,
+    table: TableContext,
     *,
     source: str,
-    target: str,
-    storage: Mapping[str, str],
     mode: str = "error",
     options: Mapping[str, str] | None = None,
     parquet_options: Mapping[str, str] | None = None,
@@ -55,6 +54,7 @@ def convert_parquet(
 ) -> int | None:
     """See :meth:`LanceTable.convertToLance`. Returns the version committed (None: none,
     the table existed and ``mode`` was ``ignore``)."""
+    spark, target, storage = table.spark, table.uri, table.storage
     how = begin(source, target, storage=storage, mode=mode)
     if how is None:
         return None
@@ -67,7 +67,7 @@ def convert_parquet(
         how=how,
         options=options or {},
         storage=storage,
-        app_id=_spark.app_id(spark),
+        app_id=table.app_id,
     )
     try:
         with _tracking(spark, report, target) as tracker:

@@ -47,6 +47,7 @@ from lance_spark.source.change_feed import (
     UPDATE_PREIMAGE,
 )
 from lance_spark.source.options import TimeTravel
+from lance_spark.table.context import TableContext
 
 _P = "__lance_spark_diff"  # prefix of the join's working columns
 _BEFORE = f"{_P}_in_before"
@@ -62,10 +63,8 @@ class _Side:
 
 
 def diff(
-    spark: SparkSession,
+    table: TableContext,
     *,
-    uri: str,
-    storage: Mapping[str, str],
     start_version: int,
     end_version: int | None,
     key: str | Sequence[str] | None,
@@ -76,7 +75,8 @@ def diff(
     ``start_version`` 0 means "before the first version" (every row of version 1 is an
     insert). With ``key``, the net change between the two versions, matched on the key.
     """
-    latest = dataset.open_latest(uri, storage=storage)
+    spark, uri, storage = table.spark, table.uri, table.storage
+    latest = table.open()
     start, end = _versions(latest, uri=uri, start=start_version, end=end_version)
     read = _Reader(spark, uri, storage)
     target = _spark_columns(read(end))

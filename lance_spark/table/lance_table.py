@@ -33,9 +33,8 @@ from lance_spark.source.datasource import FORMAT_NAME, normalise_uri
 from lance_spark.source.options import BRANCH, MAIN_BRANCH, TimeTravel, parse_timestamp
 from lance_spark.source.search import plan_search
 from lance_spark.source.session import lance_reader, session_storage
-from lance_spark.table import arguments, history, maintenance, schema
+from lance_spark.table import arguments, changes, history, maintenance, schema
 from lance_spark.table import branches as _branches
-from lance_spark.table import changes as _dml
 from lance_spark.table import clone as _clone
 from lance_spark.table import detail as _detail
 from lance_spark.table import search as _search
@@ -223,10 +222,8 @@ class LanceTable:
 
         table = cls(spark, lance_uri, storage_options)
         _convert.convert_parquet(
-            spark,
+            table._context,
             source=parquet_path,
-            target=lance_uri,
-            storage=table._storage,
             mode=mode,
             options={k: _spark.option_text(v) for k, v in (options or {}).items()},
             parquet_options={k: _spark.option_text(v) for k, v in (parquetOptions or {}).items()},
@@ -373,12 +370,7 @@ class LanceTable:
             t.delete("label = 'cat'")
             t.delete(F.col("age") > 10)
         """
-        deleted = _dml.delete_where(
-            self._spark,
-            uri=self._uri,
-            storage=self._storage,
-            condition=condition,
-        )
+        deleted = changes.delete_where(self._context, condition=condition)
         return self._one_row({"num_affected_rows": deleted}, ("num_affected_rows",))
 
     @arguments.checked(condition=arguments.CONDITION.orNone(), set=arguments.ASSIGNMENTS.orNone())
@@ -399,13 +391,7 @@ class LanceTable:
         """
         if not set:
             raise InvalidArgumentError("LanceTable.update() needs set={column: expression, ...}")
-        updated = _dml.update_where(
-            self._spark,
-            uri=self._uri,
-            storage=self._storage,
-            condition=condition,
-            assignments=set,
-        )
+        updated = changes.update_where(self._context, condition=condition, assignments=set)
         return self._one_row({"num_affected_rows": updated}, ("num_affected_rows",))
 
     @arguments.checked(name=arguments.NAME)
@@ -436,9 +422,7 @@ class LanceTable:
                 .execute())
         """
         return LanceMergeBuilder(
-            spark=self._spark,
-            uri=self._uri,
-            storage=self._storage,
+            table=self._context,
             source=source,
             condition=condition,
             target_alias=self._alias,
@@ -876,30 +860,16 @@ class LanceTable:
         """
         from lance_spark.table import columns as _columns
 
-        app_id = self._context.app_id
         if isinstance(columns, DataFrame):
             if on is None:
                 raise InvalidOptionError("addColumns(df, on=...) needs the key column `on`")
-            added = _columns.add_joined_columns(
-                self._spark,
-                uri=self._uri,
-                storage=self._storage,
-                source=columns,
-                on=on,
-                app_id=app_id,
-            )
+            added = _columns.add_joined_columns(self._context, source=columns, on=on)
         else:
             if on is not None:
                 raise InvalidOptionError(
                     "addColumns(..., on=...) takes a DataFrame; with expressions leave `on` out"
                 )
-            added = _columns.add_expression_columns(
-                self._spark,
-                uri=self._uri,
-                storage=self._storage,
-                expressions=columns,
-                app_id=app_id,
-            )
+            added = _columns.add_expression_columns(self._context, expressions=columns)
         self._refresh_catalog()
         metrics = {"num_added_columns": len(added.columns), "num_affected_rows": added.matched}
         return self._one_row(metrics, ("num_added_columns", "num_affected_rows"))
@@ -967,9 +937,7 @@ class LanceTable:
         from lance_spark.table import diff as _diff
 
         return _diff.diff(
-            self._spark,
-            uri=self._uri,
-            storage=self._storage,
+            self._context,
             start_version=startVersion,
             end_version=endVersion,
             key=key,

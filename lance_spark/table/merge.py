@@ -27,9 +27,9 @@ from lance_spark.errors import (
     InvalidArgumentError,
     InvalidOptionError,
 )
-from lance_spark.source import dataset, row_level
-from lance_spark.table import arguments
-from lance_spark.table import changes as _dml
+from lance_spark.source import row_level
+from lance_spark.table import arguments, changes
+from lance_spark.table.context import TableContext
 
 
 class ClauseKind(enum.Enum):
@@ -78,13 +78,11 @@ class MergeSpec:
     schema_evolution: bool = False
 
 
-def merge(
-    spark: SparkSession, *, uri: str, storage: Mapping[str, str], spec: MergeSpec
-) -> row_level.ChangeCounts:
-    """Run ``spec`` against the Lance table at ``uri`` as Spark's MERGE: one new version
-    (none when no row changes). Raises before any write for a malformed statement."""
+def merge(table: TableContext, *, spec: MergeSpec) -> row_level.ChangeCounts:
+    """Run ``spec`` against ``table`` as Spark's MERGE: one new version (none when no row
+    changes). Raises before any write for a malformed statement."""
     check_clauses(spec.clauses)
-    names = dataset.open_latest(uri, storage=storage).schema.names
+    names = table.open().schema.names
     source_alias = _spark.frame_alias(spec.source) or "source"
     source = spec.source
     # Spark evaluates the source twice when the companion prunes the target by its keys
@@ -97,15 +95,13 @@ def merge(
     try:
         # A Column of the source DataFrame (``src["id"]``) keeps its side: Columns are
         # resolved against the target joined with the source, under the statement's aliases.
-        text = _dml.SqlText(
-            spark,
-            uri,
-            storage,
+        text = changes.SqlText(
+            table,
             around=lambda target: (
                 target.alias(spec.target_alias) if spec.target_alias else target
             ).crossJoin(spec.source.alias(source_alias)),
         )
-        on = _dml.enclosed(text(spec.condition))
+        on = changes.enclosed(text(spec.condition))
         whens = " ".join(_clause_sql(c, text, names, spec.target_alias) for c in spec.clauses)
         if all(c.kind is ClauseKind.NOT_MATCHED_INSERT for c in spec.clauses):
             # Spark limit (4.3, RewriteMergeIntoTable): a MERGE that only inserts is planned
@@ -119,10 +115,8 @@ def merge(
         evolution = "WITH SCHEMA EVOLUTION " if spec.schema_evolution else ""
         alias = quote_identifier(source_alias)
         try:
-            return _dml.run_sql(
-                spark,
-                uri=uri,
-                storage=storage,
+            return changes.run_sql(
+                table,
                 alias=spec.target_alias,
                 statement=lambda target, relation: (
                     f"MERGE {evolution}INTO {target} USING {relation} AS {alias} ON {on} {whens}"
@@ -133,7 +127,7 @@ def merge(
             if "MERGE_CARDINALITY_VIOLATION" not in str(err):
                 raise
             raise CardinalityViolationError(
-                f"{_first_line(err)} Nothing was committed to the Lance table at {uri!r}."
+                f"{_first_line(err)} Nothing was committed to the Lance table at {table.uri!r}."
             ) from err
     finally:
         if cached:
@@ -141,16 +135,18 @@ def merge(
 
 
 def _clause_sql(
-    clause: Clause, text: _dml.SqlText, names: Sequence[str], target_alias: str | None
+    clause: Clause, text: changes.SqlText, names: Sequence[str], target_alias: str | None
 ) -> str:
-    condition = "" if clause.condition is None else f" AND {_dml.enclosed(text(clause.condition))}"
+    condition = (
+        "" if clause.condition is None else f" AND {changes.enclosed(text(clause.condition))}"
+    )
     head = f"{clause.kind.group}{condition} THEN"
     if clause.kind.action == "DELETE":
         return f"{head} DELETE"
     if clause.assignments is None:
         return f"{head} {clause.kind.action} {'SET *' if clause.kind.action == 'UPDATE' else '*'}"
     columns = _assigned_columns(clause, names, target_alias)
-    values = [_dml.enclosed(text(v)) for v in clause.assignments.values()]
+    values = [changes.enclosed(text(v)) for v in clause.assignments.values()]
     if clause.kind.action == "UPDATE":
         sets = ", ".join(f"{c} = {v}" for c, v in zip(columns, values, strict=True))
         return f"{head} UPDATE SET {sets}"
@@ -230,9 +226,7 @@ class LanceMergeBuilder:
     def __init__(
         self,
         *,
-        spark: SparkSession,
-        uri: str,
-        storage: Mapping[str, str],
+        table: TableContext,
         source: DataFrame,
         condition: str | Column,
         target_alias: str | None,
@@ -240,9 +234,7 @@ class LanceMergeBuilder:
         schema_evolution: bool = False,
         after_schema_change: Callable[[], None] | None = None,
     ) -> None:
-        self._spark = spark
-        self._uri = uri
-        self._storage = storage
+        self._table = table
         self._spec = MergeSpec(source, condition, clauses, target_alias, schema_evolution)
         # Called when the MERGE added columns (LanceTable: the catalog entry's refresh).
         self._after_schema_change = after_schema_change
@@ -321,13 +313,12 @@ class LanceMergeBuilder:
         """Run the MERGE: one Spark job and one new version (none when nothing changes).
         Returns one row: num_affected_rows, num_updated_rows, num_deleted_rows,
         num_inserted_rows."""
-        before = dataset.open_latest(self._uri, storage=self._storage).schema
-        counts = merge(self._spark, uri=self._uri, storage=self._storage, spec=self._spec)
-        if counts.version is not None and self._after_schema_change is not None:
-            after = dataset.open_latest(self._uri, storage=self._storage).schema
-            if after.names != before.names:
-                self._after_schema_change()
-        return metrics_frame(self._spark, counts)
+        before = self._table.open().schema
+        counts = merge(self._table, spec=self._spec)
+        changed = counts.version is not None and self._table.open().schema.names != before.names
+        if changed and self._after_schema_change is not None:
+            self._after_schema_change()
+        return metrics_frame(self._table.spark, counts)
 
     def _with(self, clause: Clause) -> LanceMergeBuilder:
         return self._copy((*self._spec.clauses, clause), self._spec.schema_evolution)
@@ -335,9 +326,7 @@ class LanceMergeBuilder:
     def _copy(self, clauses: tuple[Clause, ...], schema_evolution: bool) -> LanceMergeBuilder:
         spec = self._spec
         return LanceMergeBuilder(
-            spark=self._spark,
-            uri=self._uri,
-            storage=self._storage,
+            table=self._table,
             source=spec.source,
             condition=spec.condition,
             target_alias=spec.target_alias,
