@@ -4,7 +4,7 @@ Lance's own planner (:meth:`lance.optimize.Compaction.plan`) picks the fragments
 (fewer rows than the target, or too many deleted rows) and groups them into independent
 tasks. Each task (:func:`execute_task`) rewrites its fragments into new data files and
 returns Lance's ``RewriteResult`` (as JSON, inside a
-:class:`~lance_spark.source.jobs.TaskResult`); the tasks run as Spark tasks for
+:class:`~lance_spark.source.write_jobs.TaskResult`); the tasks run as Spark tasks for
 ``executeCompaction`` / ``OPTIMIZE`` (:mod:`lance_spark.table.maintenance`) or one after the
 other in this process for a write's auto compaction (:func:`compact_here`). The driver then
 commits ONE ``Rewrite`` (:func:`commit_rewrites`) on the planned version, with the
@@ -35,8 +35,8 @@ from lance_spark.errors import CommitConflictError, JobClosedError
 from lance_spark.source import commit as _commit
 from lance_spark.source import dataset as _dataset
 from lance_spark.source import lance_errors, staging
-from lance_spark.source.jobs import StagedJob, TaskResult, combine
 from lance_spark.source.reader import fragment_infos
+from lance_spark.source.write_jobs import StagedJob, TaskResult, combine
 
 _log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from lance.fragment import FragmentMetadata
 
 from lance_spark.errors import CorruptTableError, InvalidOptionError, ReplaceWhereMismatchError
 from lance_spark.source import dataset, lance_errors, staging
-from lance_spark.source.jobs import delete_rows
+from lance_spark.source.write_jobs import delete_rows
 
 _OFFSET_BITS = 32  # a row address is (fragment id << 32) | offset
 _OFFSET_MASK = 0xFFFFFFFF

@@ -38,8 +38,8 @@ from lance_spark.source import compaction as _compaction
 from lance_spark.source import conflicts as _conflicts
 from lance_spark.source import dataset, staging
 from lance_spark.source import types as _types
-from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, combine, delete_rows
 from lance_spark.source.options import DEFAULT_MAX_ROWS_PER_FILE, AutoCompact
+from lance_spark.source.write_jobs import ErrorRelay, StagedJob, TaskResult, combine, delete_rows
 
 _log = logging.getLogger(__name__)
 

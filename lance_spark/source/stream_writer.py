@@ -26,8 +26,8 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from lance_spark.errors import LanceSparkError
-from lance_spark.source.jobs import TaskResult
 from lance_spark.source.transactions import TxnId
+from lance_spark.source.write_jobs import TaskResult
 from lance_spark.source.writer import LanceWriter
 
 _log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 Planning (on the driver, before any task runs) pins ``read_version`` and the target Arrow
 schema, so schema errors surface before a single file is written. Each task streams its
 batches through :func:`lance.fragment.write_fragments` and returns what it wrote as a
-:class:`~lance_spark.source.jobs.TaskResult` (Spark's commit message);
+:class:`~lance_spark.source.write_jobs.TaskResult` (Spark's commit message);
 :meth:`LanceWriter.commit` turns all of them into ONE Lance transaction.
 """
 
@@ -33,9 +33,9 @@ from lance_spark.source import commit as _commit
 from lance_spark.source import compaction as _compaction
 from lance_spark.source import dataset, replace_where, staging, transactions, txn_markers
 from lance_spark.source import types as _types
-from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult, combine
 from lance_spark.source.options import WriteOptions
 from lance_spark.source.transactions import TxnId
+from lance_spark.source.write_jobs import ErrorRelay, StagedJob, TaskResult, combine
 
 _log = logging.getLogger(__name__)
 

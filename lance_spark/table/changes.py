@@ -11,7 +11,7 @@ added rows the statement may have read (for a MERGE whose target read the compan
 the source's keys, only rows matching that filter; any added row otherwise), the commit is
 refused with :class:`~lance_spark.errors.ConcurrentModificationError`, and :func:`run_sql`
 redoes the statement from the start on the newer version (a bounded number of attempts,
-:func:`lance_spark.table.jobs.with_retry`). Appends never conflict with each other.
+:func:`lance_spark.table.job_runner.with_retry`). Appends never conflict with each other.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from lance_spark.source.options import (
     STATEMENT_PARAMETERS,
     STORAGE_PREFIX,
 )
-from lance_spark.table import jobs as _jobs
+from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
 
 

@@ -13,7 +13,7 @@ new metadata and the widened schema (with Lance's field ids). The driver commits
 collected to the driver. When the job or the commit fails, no version is created and the files
 the tasks wrote are deleted (staging markers, see :mod:`lance_spark.source.staging`). Lance's
 ``Merge`` conflicts with any concurrent commit: the whole job is then redone on the newer
-version (:func:`lance_spark.table.jobs.with_retry`).
+version (:func:`lance_spark.table.job_runner.with_retry`).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ from lance_spark.source import dataset as _dataset
 from lance_spark.source import row_level, session
 from lance_spark.source import staging as _files
 from lance_spark.source import types as _types
-from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
 from lance_spark.source.options import COLUMNS, METADATA_COLUMN_NAMES, encode_names
-from lance_spark.table import jobs as _jobs
+from lance_spark.source.write_jobs import ErrorRelay, StagedJob, TaskResult
+from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
 
 _OFFSET_MASK = 0xFFFFFFFF

@@ -31,10 +31,10 @@ from lance_spark.errors import (
 )
 from lance_spark.source import dataset
 from lance_spark.source.datasource import normalise_uri
-from lance_spark.source.jobs import TaskResult
 from lance_spark.source.options import parse_write_options
+from lance_spark.source.write_jobs import TaskResult
 from lance_spark.source.writer import ROWS, LanceWriter, plan_write
-from lance_spark.table import jobs as _jobs
+from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
 
 OPERATION = "CONVERT"

@@ -31,7 +31,7 @@ from lance_spark.errors import InvalidArgumentError, InvalidOptionError, TableNo
 from lance_spark.source.dataset import branch_location
 from lance_spark.source.datasource import FORMAT_NAME, normalise_uri
 from lance_spark.source.options import BRANCH, MAIN_BRANCH, TimeTravel, parse_timestamp
-from lance_spark.source.search import plan_search
+from lance_spark.source.search_plans import plan_search
 from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import arguments, changes, history, maintenance, schema
 from lance_spark.table import branches as _branches

@@ -1,7 +1,7 @@
 """Maintenance of a Lance table (behind :class:`LanceTable`): compaction, vacuum, indexes.
 
 Compaction runs as a Spark job through the connector's job runner
-(:func:`lance_spark.table.jobs.run_tasks`, classic and Connect sessions alike): the driver
+(:func:`lance_spark.table.job_runner.run_tasks`, classic and Connect sessions alike): the driver
 plans with Lance (:mod:`lance_spark.source.compaction`), each Spark task rewrites the
 fragments of one Lance compaction task, the driver commits one version.
 """
@@ -30,9 +30,9 @@ from lance_spark.source import compaction as _compaction
 from lance_spark.source import staging, transactions
 from lance_spark.source.compaction import COMPACTION_METRICS
 from lance_spark.source.dataset import branch_uri, open_latest
-from lance_spark.source.jobs import StagedJob, TaskResult
 from lance_spark.source.options import AutoCompact, parse_index_params
-from lance_spark.table import jobs as _jobs
+from lance_spark.source.write_jobs import StagedJob, TaskResult
+from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
 
 SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")

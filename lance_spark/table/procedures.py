@@ -12,10 +12,10 @@ and returns its rows, which travel back as one Arrow IPC stream. The table API
 
 A procedure whose work is a Spark job (``optimize``: one Spark task per Lance compaction task)
 returns a :class:`Job` instead: the companion runs its reader's partitions as a Spark job
-(:class:`~lance_spark.table.jobs.TaskReader`) and calls the procedure again with the job's
+(:class:`~lance_spark.table.job_runner.TaskReader`) and calls the procedure again with the job's
 state and results (``resume``), or with no results when the job failed, so the procedure
 deletes what it staged. The procedure then commits and returns its rows, or a new job (a
-retryable conflict: the attempt is redone, as :func:`~lance_spark.table.jobs.with_retry` does).
+retryable conflict: the attempt is redone, as :func:`~lance_spark.table.job_runner.with_retry` does).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from lance_spark.source.options import (
     VERSION_AS_OF,
     parse_read_options,
 )
-from lance_spark.source.search import search_udtf
+from lance_spark.source.search_plans import search_udtf
 from lance_spark.source.writer import ROWS
 from lance_spark.table import (
     branches,
@@ -53,7 +53,7 @@ from lance_spark.table import (
     history,
     maintenance,
 )
-from lance_spark.table import jobs as _jobs
+from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
 
 Rows = list[tuple[Any, ...]]
@@ -73,7 +73,7 @@ class Input:
 class Job:
     """A Spark job a procedure needs before it can finish (see the module doc): the tasks of
     ``reader``; or, with ``input``, ``task`` run on every partition of that data (as
-    :func:`~lance_spark.table.jobs.run_tasks` runs it) or, without ``task``, no job: the
+    :func:`~lance_spark.table.job_runner.run_tasks` runs it) or, without ``task``, no job: the
     companion reads the data's schema and gives it back (``Resume.input``)."""
 
     state: dict[str, Any]  # JSON: given back with the job's results

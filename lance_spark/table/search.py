@@ -1,6 +1,6 @@
 """``LanceTable.search`` and ``LanceTable.nearest``: search results as Spark DataFrames.
 
-The driver plans (:func:`lance_spark.source.search.plan_search`: version pinned, arguments
+The driver plans (:func:`lance_spark.source.search_plans.plan_search`: version pinned, arguments
 checked); Spark tasks search. ``search`` is one query, run by a one-row ``mapInArrow``; the
 nearest-neighbour join runs ``mapInArrow`` over the query DataFrame itself, so the queries
 and the table stay where they are: each task opens the pinned version and asks Lance for
@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import ArrayType, NumericType, StructType
 
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
-from lance_spark.source import search as _search
-from lance_spark.source.search import SearchPlan
+from lance_spark.source import search_plans as _search
+from lance_spark.source.search_plans import SearchPlan
 from lance_spark.table.context import TableContext
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import ConcurrentModificationError, LanceTable
-from lance_spark.table import jobs
+from lance_spark.table import job_runner as jobs
 
 pytestmark = pytest.mark.spark
 

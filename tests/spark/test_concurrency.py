@@ -24,7 +24,8 @@ from pyspark.sql import SparkSession
 
 from lance_spark import ConcurrentModificationError, LanceTable
 from lance_spark.source import commit as _commit
-from lance_spark.table import changes, jobs
+from lance_spark.table import changes
+from lance_spark.table import job_runner as jobs
 
 pytestmark = pytest.mark.spark
 

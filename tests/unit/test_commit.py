@@ -11,8 +11,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from lance_spark.errors import CommitConflictError, ConcurrentModificationError
 from lance_spark.source import commit as _commit
-from lance_spark.source.jobs import TaskResult
 from lance_spark.source.options import parse_write_options
+from lance_spark.source.write_jobs import TaskResult
 from lance_spark.source.writer import WriteMode, plan_write
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("label", StringType())])

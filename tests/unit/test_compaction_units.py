@@ -14,7 +14,6 @@ import pytest
 
 from lance_spark.errors import CommitConflictError, InvalidOptionError
 from lance_spark.source import compaction
-from lance_spark.source.jobs import StagedJob, combine
 from lance_spark.source.options import (
     AUTO_COMPACT_CONF,
     AUTO_COMPACT_MIN_NUM_FILES_CONF,
@@ -23,6 +22,7 @@ from lance_spark.source.options import (
     parse_auto_compact_conf,
     parse_write_options,
 )
+from lance_spark.source.write_jobs import StagedJob, combine
 
 
 def test_auto_compact_options() -> None:

@@ -150,7 +150,7 @@ def test_next_fragment_id_skips_ids_an_index_still_covers(tmp_path: Path) -> Non
 def _insert_only(uri: str, keys: list[int]) -> lance.LanceOperation.BaseOperation:
     """A row-level commit that only inserts, built as row_level builds it on the read version."""
     from lance_spark.source import row_level
-    from lance_spark.source.jobs import TaskResult
+    from lance_spark.source.write_jobs import TaskResult
 
     ds = lance.dataset(uri)
     rows = pa.table({"k": pa.array(keys, pa.int64()), "v": ["m"] * len(keys)})

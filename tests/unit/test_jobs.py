@@ -1,5 +1,5 @@
 """The job runner's parts without a JVM: TaskResult's encoding, errors shipped from tasks,
-the retry loop and StagedJob (lance_spark.source.jobs, lance_spark.table.jobs)."""
+the retry loop and StagedJob (lance_spark.source.write_jobs, lance_spark.table.job_runner)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from lance_spark.errors import (
     LanceSparkError,
     SchemaMismatchError,
 )
-from lance_spark.source import jobs as source_jobs
 from lance_spark.source import staging
-from lance_spark.source.jobs import ErrorRelay, StagedJob, TaskResult
-from lance_spark.table import jobs
+from lance_spark.source import write_jobs as source_jobs
+from lance_spark.source.write_jobs import ErrorRelay, StagedJob, TaskResult
+from lance_spark.table import job_runner as jobs
 
 TABLE = pa.table({"id": pa.array(range(10), pa.int64())})
 

@@ -17,8 +17,9 @@ from pyspark.sql.datasource import InputPartition
 
 from lance_spark.errors import InvalidOptionError
 from lance_spark.source.datasource import LanceDataSource
-from lance_spark.source.jobs import TaskResult, encode
-from lance_spark.table import jobs, procedures
+from lance_spark.source.write_jobs import TaskResult, encode
+from lance_spark.table import job_runner as jobs
+from lance_spark.table import procedures
 
 
 def _write_fragments(uri: str, count: int = 4) -> dict[str, list[Any]]:

@@ -19,7 +19,7 @@ from lance_spark.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lance_spark.source import search
+from lance_spark.source import search_plans as search
 
 DIM = 6
 

@@ -23,8 +23,8 @@ import pytest
 
 from lance_spark.errors import LanceSparkError, SchemaMismatchError
 from lance_spark.source import row_level
-from lance_spark.source.jobs import StagedJob, TaskResult
 from lance_spark.source.options import WriteOptions
+from lance_spark.source.write_jobs import StagedJob, TaskResult
 from lance_spark.source.writer import LanceWriter, WriteMode
 from lance_spark.table import columns
 

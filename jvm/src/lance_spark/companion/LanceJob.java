@@ -27,9 +27,9 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * The Spark job a procedure of {@link LanceProcedures} asks for, one of two kinds. A read of one
  * binary column whose partitions are the job's tasks, planned in Python
- * ({@code lance_spark.table.jobs.TaskReader}) and run as a {@link LanceScan}. Or a Python function
+ * ({@code lance_spark.table.job_runner.TaskReader}) and run as a {@link LanceScan}. Or a Python function
  * run on every partition of data Spark reads itself ({@code input}: format, path, options; a
- * {@code mapInArrow} of the pickled function, as {@code lance_spark.table.jobs.run_tasks} runs
+ * {@code mapInArrow} of the pickled function, as {@code lance_spark.table.job_runner.run_tasks} runs
  * it from PySpark): CONVERT TO LANCE reads Parquet with Spark's reader. Either way each task's
  * rows are what it did, which go back to Python. Java decides nothing: the tasks, the data,
  * the function and what they return are Python's.

@@ -28,7 +28,7 @@ import scala.runtime.AbstractFunction1;
 /**
  * The SQL table function {@code lance_search(table, vector, k, ...)} in every client (the
  * {@code spark-sql} CLI, JDBC, Spark Connect without lance_spark, PySpark): Lance's vector and
- * full-text search as rows. The function is Python's ({@code lance_spark.source.search}'s UDTF
+ * full-text search as rows. The function is Python's ({@code lance_spark.source.search_plans}'s UDTF
  * class, asked from Python through {@link LanceProcedures} with the session's storage
  * options); Spark runs it as it runs any Python UDTF with an {@code analyze} method. What Java
  * adds is the catalog: a table argument that is a name (not a path) becomes the location of

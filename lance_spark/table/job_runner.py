@@ -2,7 +2,7 @@
 compaction).
 
 :func:`run_tasks` runs one task per partition of a DataFrame with ``mapInArrow``; each task
-yields :class:`~lance_spark.source.jobs.TaskResult` objects, shipped to the driver in one
+yields :class:`~lance_spark.source.write_jobs.TaskResult` objects, shipped to the driver in one
 binary column. A connector error (:class:`~lance_spark.errors.LanceSparkError`) raised in a
 task is shipped the same way and raised on the driver as itself; anything else fails the
 task as usual (Spark retries it, then raises its ``PythonException``).
@@ -36,8 +36,8 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from lance_spark import _spark
 from lance_spark.errors import CommitConflictError, ConcurrentModificationError, LanceSparkError
-from lance_spark.source import jobs as _jobs
-from lance_spark.source.jobs import TaskResult
+from lance_spark.source import write_jobs as _jobs
+from lance_spark.source.write_jobs import TaskResult
 
 Task = Callable[[Iterator[pa.RecordBatch]], Iterator[TaskResult]]
 _T = TypeVar("_T")
@@ -123,7 +123,7 @@ def with_retry(attempt: Callable[[], _T], *, retry: Retry | None = None) -> _T:
     :class:`~lance_spark.errors.CommitConflictError`; its result. The last conflict is raised
     naming the attempts made: :class:`ConcurrentModificationError` when it was retryable.
     ``attempt`` must leave nothing behind when it raises (see
-    :class:`~lance_spark.source.jobs.StagedJob`)."""
+    :class:`~lance_spark.source.write_jobs.StagedJob`)."""
     policy = RETRY if retry is None else retry
     number = 1
     while True:

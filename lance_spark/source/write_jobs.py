@@ -5,7 +5,7 @@ Four engines write with Spark tasks and commit once on the driver: the data sour
 (append / overwrite), the row-level change engine (MERGE / UPDATE / DELETE), ``addColumns``
 and compaction. Each task returns one :class:`TaskResult`; the writer gets it through
 Spark's commit messages (pickled by Spark), the others through one binary column of a
-``mapInArrow`` job (:func:`encode` / :func:`decode`, run by :mod:`lance_spark.table.jobs`).
+``mapInArrow`` job (:func:`encode` / :func:`decode`, run by :mod:`lance_spark.table.job_runner`).
 :func:`combine` sums a job's results and raises the first connector error a task shipped,
 as that error (type, message and attributes), on the driver. :class:`StagedJob` opens a job's
 staging folder and, when the job ends, keeps (finish) or deletes (abort) what its tasks wrote.
