@@ -32,15 +32,35 @@ from lance_spark.table import arguments, changes
 from lance_spark.table.context import TableContext
 
 
-class ClauseKind(enum.Enum):
-    MATCHED_UPDATE = ("WHEN MATCHED", "UPDATE")
-    MATCHED_DELETE = ("WHEN MATCHED", "DELETE")
-    NOT_MATCHED_INSERT = ("WHEN NOT MATCHED", "INSERT")
-    BY_SOURCE_UPDATE = ("WHEN NOT MATCHED BY SOURCE", "UPDATE")
-    BY_SOURCE_DELETE = ("WHEN NOT MATCHED BY SOURCE", "DELETE")
+class ClauseGroup(enum.Enum):
+    """A MERGE's groups of WHEN clauses: their SQL, and Spark's error condition when a clause
+    other than the group's last omits its condition."""
+
+    MATCHED = ("WHEN MATCHED", "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION")
+    NOT_MATCHED = ("WHEN NOT MATCHED", "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION")
+    BY_SOURCE = (
+        "WHEN NOT MATCHED BY SOURCE",
+        "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION",
+    )
 
     @property
-    def group(self) -> str:
+    def sql(self) -> str:
+        return self.value[0]
+
+    @property
+    def omitted_condition(self) -> str:
+        return self.value[1]
+
+
+class ClauseKind(enum.Enum):
+    MATCHED_UPDATE = (ClauseGroup.MATCHED, "UPDATE")
+    MATCHED_DELETE = (ClauseGroup.MATCHED, "DELETE")
+    NOT_MATCHED_INSERT = (ClauseGroup.NOT_MATCHED, "INSERT")
+    BY_SOURCE_UPDATE = (ClauseGroup.BY_SOURCE, "UPDATE")
+    BY_SOURCE_DELETE = (ClauseGroup.BY_SOURCE, "DELETE")
+
+    @property
+    def group(self) -> ClauseGroup:
         return self.value[0]
 
     @property
@@ -64,7 +84,7 @@ class Clause:
             what = f"{self.kind.action} *"
         else:
             what = f"{self.kind.action} ({', '.join(self.assignments)})"
-        return f"{self.kind.group}{cond} THEN {what}"
+        return f"{self.kind.group.sql}{cond} THEN {what}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +160,7 @@ def _clause_sql(
     condition = (
         "" if clause.condition is None else f" AND {changes.enclosed(text(clause.condition))}"
     )
-    head = f"{clause.kind.group}{condition} THEN"
+    head = f"{clause.kind.group.sql}{condition} THEN"
     if clause.kind.action == "DELETE":
         return f"{head} DELETE"
     if clause.assignments is None:
@@ -176,19 +196,14 @@ def check_clauses(clauses: Sequence[Clause]) -> None:
             "a MERGE needs at least one WHEN clause (whenMatchedUpdate, whenMatchedDelete, "
             "whenNotMatchedInsert, whenNotMatchedBySourceUpdate, ...)"
         )
-    codes = {
-        "WHEN MATCHED": "NON_LAST_MATCHED_CLAUSE_OMIT_CONDITION",
-        "WHEN NOT MATCHED": "NON_LAST_NOT_MATCHED_BY_TARGET_CLAUSE_OMIT_CONDITION",
-        "WHEN NOT MATCHED BY SOURCE": "NON_LAST_NOT_MATCHED_BY_SOURCE_CLAUSE_OMIT_CONDITION",
-    }
-    for group, code in codes.items():
-        of_group = [c for c in clauses if c.kind.group == group]
+    for group in ClauseGroup:
+        of_group = [c for c in clauses if c.kind.group is group]
         for clause in of_group[:-1]:
             if clause.condition is None:
                 raise InvalidOptionError(
-                    f"[{code}] When there are more than one {group} clauses in a MERGE "
-                    f"statement, only the last {group} clause can omit the condition; "
-                    f"'{clause.describe()}' is not the last one"
+                    f"[{group.omitted_condition}] When there are more than one {group.sql} "
+                    f"clauses in a MERGE statement, only the last {group.sql} clause can omit "
+                    f"the condition; '{clause.describe()}' is not the last one"
                 )
 
 
