@@ -91,6 +91,23 @@ def _option(
     return name.lower()
 
 
+def _java_tuning(names: Sequence[str], kinds: frozenset[Kind]) -> None:
+    """Declare the Java lance-spark connector's tuning options ``names``: taken so that its
+    jobs run unchanged, ignored (lance_spark tunes the same things its own way)."""
+    for name in names:
+        _option(
+            name,
+            kinds,
+            "the Java lance-spark connector's tuning: taken so that its jobs run unchanged, "
+            "no effect here",
+            ignored=True,
+        )
+
+
+def _listed(values: Sequence[str]) -> str:
+    return ", ".join(f"`{v}`" for v in values)
+
+
 # --- keys shared by reads and writes -------------------------------------------------------
 PATH = "path"
 STORAGE_PREFIX = "storage."
@@ -167,20 +184,9 @@ MIN_PARTITIONS = _option(
     default="Spark's default parallelism",
 )
 # The Java connector's read tuning, which lance_spark does on its own terms: taken, ignored.
-for _java in ("pushDownFilters", "block_size", "index_cache_size", "metadata_cache_size"):
-    _option(
-        _java,
-        READ,
-        "the Java lance-spark connector's read tuning: taken so that its jobs run unchanged, "
-        "no effect here",
-        ignored=True,
-    )
-_option(
-    "topN_push_down",
+_java_tuning(
+    ("pushDownFilters", "block_size", "index_cache_size", "metadata_cache_size", "topN_push_down"),
     READ,
-    "the Java lance-spark connector's read tuning: taken so that its jobs run unchanged, "
-    "no effect here",
-    ignored=True,
 )
 
 # _row_created_at_version / _row_last_updated_at_version: the version that inserted / last
@@ -268,9 +274,7 @@ DATA_STORAGE_VERSIONS = ("2.0", "2.1", "2.2", "2.3", "stable", "next", "legacy",
 DATA_STORAGE_VERSION = _option(
     "data_storage_version",
     ANY_WRITE,
-    "file format of a table the write creates, rows or none ("
-    + ", ".join(f"`{v}`" for v in DATA_STORAGE_VERSIONS)
-    + ")",
+    f"file format of a table the write creates, rows or none ({_listed(DATA_STORAGE_VERSIONS)})",
     default="Lance's default",
 )
 ENABLE_STABLE_ROW_IDS = _option(
@@ -280,14 +284,7 @@ ENABLE_STABLE_ROW_IDS = _option(
     "property)",
     default="true",
 )
-for _java in ("use_queued_write_buffer", "queue_depth"):
-    _option(
-        _java,
-        ANY_WRITE,
-        "the Java lance-spark connector's write tuning: taken so that its jobs run "
-        "unchanged, no effect here",
-        ignored=True,
-    )
+_java_tuning(("use_queued_write_buffer", "queue_depth"), ANY_WRITE)
 # `<col>.arrow.fixed-size-list.size`: the option name lance-spark (Java) users know.
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 # Idempotent batch writes (Delta's names): skip a write already committed for (app, version).
@@ -362,9 +359,7 @@ TABLE_OPERATION = _option(
     "tableOperation",
     WRITE,
     "set by the JVM companion only: the catalog statement the write makes a table with, as "
-    "history names it ("
-    + ", ".join(f"`{o}`" for o in TABLE_OPERATIONS)
-    + "); other writes are `WRITE`",
+    f"history names it ({_listed(TABLE_OPERATIONS)}); other writes are `WRITE`",
     default="none",
 )
 # Streaming writes: the id recorded with each batch (default: the query's own id).

@@ -99,25 +99,13 @@ def add_expression_columns(
 ) -> AddedColumns:
     """Add one column per ``expressions`` item: name -> Spark SQL expression (or Column)
     evaluated on each row of the table."""
-    return _jobs.with_retry(
-        lambda: _add_expression_columns(
-            table.spark,
-            uri=table.uri,
-            storage=table.storage,
-            expressions=expressions,
-            app_id=table.app_id,
-        )
-    )
+    return _jobs.with_retry(lambda: _add_expression_columns(table, expressions))
 
 
 def _add_expression_columns(
-    spark: SparkSession,
-    *,
-    uri: str,
-    storage: Mapping[str, str],
-    expressions: Mapping[str, str | Column],
-    app_id: str | None,
+    table: TableContext, expressions: Mapping[str, str | Column]
 ) -> AddedColumns:
+    spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
     if not expressions:
         raise InvalidOptionError(
             "addColumns needs at least one column: {name: Spark SQL expression or Column}"
@@ -151,27 +139,11 @@ def add_joined_columns(table: TableContext, *, source: DataFrame, on: str) -> Ad
     """Add every non-key column of ``source``, joined onto the table by ``on``: a table row
     whose key ``source`` lacks (or whose key is null) gets nulls; keys of ``source`` the table
     lacks are ignored; a key ``source`` holds twice is an error naming it."""
-    return _jobs.with_retry(
-        lambda: _add_joined_columns(
-            table.spark,
-            uri=table.uri,
-            storage=table.storage,
-            source=source,
-            on=on,
-            app_id=table.app_id,
-        )
-    )
+    return _jobs.with_retry(lambda: _add_joined_columns(table, source, on))
 
 
-def _add_joined_columns(
-    spark: SparkSession,
-    *,
-    uri: str,
-    storage: Mapping[str, str],
-    source: DataFrame,
-    on: str,
-    app_id: str | None,
-) -> AddedColumns:
+def _add_joined_columns(table: TableContext, source: DataFrame, on: str) -> AddedColumns:
+    spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
     if not isinstance(on, str) or not on:
         raise InvalidOptionError(f"addColumns(df, on=...) needs a key column name, got {on!r}")
     ds = _dataset.open_latest(uri, storage=storage)
