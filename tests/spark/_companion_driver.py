@@ -45,7 +45,15 @@ def main(mode: str, uri: str) -> dict[str, Any]:
     if mode in ("configure", "settings"):
         builder = lance_spark.configure(builder)
     elif mode == "missing":  # a package whose jar was not built
-        _spark.companion_jar_path = lambda: "/nonexistent/lance-spark-companion.jar"  # type: ignore[assignment]
+        from lance_spark._spark import companion
+
+        def missing() -> str:
+            return "/nonexistent/lance-spark-companion.jar"
+
+        # Where it is defined (what the companion's own functions call) and where the rest of
+        # the package reads it (the _spark package's name for it).
+        companion.companion_jar_path = missing  # type: ignore[assignment]
+        _spark.companion_jar_path = missing  # type: ignore[assignment]
     spark = builder.getOrCreate()
     try:
         before = _spark.companion_enabled(spark)
