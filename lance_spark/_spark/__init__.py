@@ -24,6 +24,9 @@ One module a concern; the rest of the package uses the names re-exported here
 - :mod:`.companion`: the JVM companion: its jar, confs, protocol, whether it is on.
 - :mod:`.progress`: progress of a Spark job run by the connector.
 - :mod:`.workers`: what the connector does once in each of Spark's Python workers.
+
+A name here is the module's function itself: a test that replaces one (``companion_jar_path``)
+replaces it in its module too, where that module's own functions look it up.
 """
 
 from __future__ import annotations

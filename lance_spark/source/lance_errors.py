@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from lance.commit import CommitConflictError as LanceCommitConflict
 
+from lance_spark.errors import LanceSparkError
+
 # A missing dataset ("Dataset at path ... was not found"), version ("Version N not found")
 # or file ("Not found: <path>").
 _NOT_FOUND = "not found"
@@ -63,8 +65,6 @@ def is_not_found(err: BaseException) -> bool:
 def damage(err: BaseException) -> str | None:
     """pylance's text (without Rust locations) when ``err`` says a file of the table is
     damaged, else None. An error the connector raised itself is not pylance's."""
-    from lance_spark.errors import LanceSparkError
-
     if isinstance(err, LanceSparkError):  # already translated (its text quotes pylance's)
         return None
     text = str(err)
