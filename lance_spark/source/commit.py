@@ -105,16 +105,33 @@ def commit(
             f"and Lance cannot rebase this change onto it ({lance_errors.first_line(err)}). "
             "Nothing was committed; run the job again."
         )
-        if conflict.retryable:
-            # Its own type, not a flag: a task's error reaches the driver as Spark's text,
-            # which keeps the type's name and the message only (_spark.connector_errors).
-            raise ConcurrentModificationError(
-                message,
-                read_version=read_version,
-                conflicting_version=latest if isinstance(latest, int) else None,
-            ) from err
-        raise CommitConflictError(message) from err
+        raise lost_race(
+            message,
+            retryable=conflict.retryable,
+            read_version=read_version,
+            conflicting_version=latest if isinstance(latest, int) else None,
+        ) from err
     return int(ds.version)
+
+
+def lost_race(
+    message: str,
+    *,
+    retryable: bool,
+    read_version: int | None,
+    conflicting_version: int | None,
+) -> CommitConflictError:
+    """The connector's error for a commit Lance refused because another writer committed
+    first: :class:`ConcurrentModificationError` when Lance says the change may succeed
+    computed again on the newer version, else :class:`CommitConflictError`.
+
+    Its own type, not a flag: an error raised in a Spark job reaches the driver as Spark's
+    text of it, which keeps the type's name and the message only (_spark.connector_errors)."""
+    if retryable:
+        return ConcurrentModificationError(
+            message, read_version=read_version, conflicting_version=conflicting_version
+        )
+    return CommitConflictError(message)
 
 
 def create_empty(

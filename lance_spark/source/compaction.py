@@ -31,7 +31,7 @@ from typing import Any
 import lance
 from lance.optimize import Compaction, CompactionOptions, CompactionTask, RewriteResult
 
-from lance_spark.errors import CommitConflictError, JobClosedError
+from lance_spark.errors import JobClosedError
 from lance_spark.source import commit as _commit
 from lance_spark.source import dataset as _dataset
 from lance_spark.source import lance_errors, staging
@@ -169,12 +169,14 @@ def _commit_with_lance(
         conflict = lance_errors.commit_conflict(err)
         if conflict is None:
             raise
-        raise CommitConflictError(
+        raise _commit.lost_race(
             f"{OPERATION} on the Lance table at {uri!r} started from version "
             f"{planned.read_version}, and a version committed meanwhile deleted or rewrote rows "
             f"of the same fragments ({lance_errors.first_line(err)}). No row "
             "changed; run it again.",
             retryable=conflict.retryable,
+            read_version=planned.read_version,
+            conflicting_version=None,
         ) from err
     return int(ds.version)
 
