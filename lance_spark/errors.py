@@ -26,6 +26,7 @@ __all__ = [
     "CompanionNotFoundError",
     "ConcurrentModificationError",
     "CorruptTableError",
+    "IndexExistsError",
     "InvalidArgumentError",
     "InvalidOptionError",
     "JobClosedError",
@@ -96,6 +97,11 @@ class TableNotFoundError(LanceSparkError, ValueError):
 class TableAlreadyExistsError(LanceSparkError, ValueError):
     """A table is to be created where one exists already (a Lance table at the path, or a
     catalog entry of that name); the message names it and the way to write to it anyway."""
+
+
+class IndexExistsError(InvalidOptionError):
+    """An index is to be built under a name the table's index has already, without
+    ``replace``; the message names the index and the table."""
 
 
 class VersionNotFoundError(LanceSparkError, ValueError):

@@ -54,7 +54,8 @@ OPEN_MARKER = "_OPEN"
 _WRITTEN_DIRS = ("data", "_deletions")
 _TEMPORARY_PREFIX = ".tmp"  # Lance writes a local file as data/.tmpXXXXXX, then renames it
 # Candidate kinds of Lance's cleanup that vacuum removes when no version references them.
-_SWEPT_KINDS = {"data": "data", "deletion": "_deletions", "index": "_indices"}
+INDEX_DIR = "_indices"
+_SWEPT_KINDS = {"data": "data", "deletion": "_deletions", "index": INDEX_DIR}
 _DATA_SUFFIX = ".lance"
 _DELETION_SUFFIXES = (".arrow", ".bin")
 MAX_EXPLAINED_FILES = 1_000_000
@@ -205,6 +206,7 @@ def _referenced(
             return set()  # no version at all (a failed CREATE)
         raise
     found: set[str] = set()
+    indices = any(p.startswith(f"{INDEX_DIR}/") for p in wanted)
     for version in range(int(latest.version), read_version or 0, -1):
         try:
             ds = latest if version == latest.version else latest.checkout_version(version)
@@ -212,21 +214,30 @@ def _referenced(
             if lance_errors.is_not_found(err):
                 continue  # vacuumed
             return None
-        found.update(_version_files(ds) & set(wanted))
+        found.update(_version_files(ds, indices=indices) & set(wanted))
         if len(found) == len(wanted):
             break
     return found
 
 
-def _version_files(ds: lance.LanceDataset) -> set[str]:
-    """The data and deletion files of a version, relative to the table's root."""
+def _version_files(ds: lance.LanceDataset, *, indices: bool = False) -> set[str]:
+    """The data and deletion files of a version, relative to the table's root; with
+    ``indices``, its index segments' folders too (``_indices/<uuid>``)."""
     files: set[str] = set()
     for fragment in ds.get_fragments():
         meta = fragment.metadata
         files.update(f"data/{f.path}" for f in meta.files)
         if meta.deletion_file is not None:
             files.add(meta.deletion_file.path(meta.id))
+    if indices:
+        files.update(index_folder(str(s.uuid)) for d in ds.describe_indices() for s in d.segments)
     return files
+
+
+def index_folder(uuid: str) -> str:
+    """An index segment's folder, relative to the table's root: what an index build's task
+    records (:meth:`TaskFiles.record`) for the segment it wrote."""
+    return f"{INDEX_DIR}/{uuid}"
 
 
 def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:
@@ -235,7 +246,7 @@ def delete_files(uris: Iterable[str], *, storage: Mapping[str, str]) -> int:
     for uri in uris:
         fs, path = table_fs(uri, storage)
         if fs.exists(path):
-            fs.rm(path)
+            fs.rm(path, recursive=True)  # an index segment is a folder
             removed += 1
     if removed:
         _log.info("removed %d file(s) no commit uses", removed)

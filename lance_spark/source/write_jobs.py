@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +52,7 @@ class TaskResult(WriterCommitMessage):
     files: tuple[str, ...] = ()  # data files written, relative to data/
     schema: LanceSchema | None = None  # the table's schema with Lance's field ids
     rewrites: tuple[str, ...] = ()  # compaction: Lance RewriteResult JSON, one per Lance task
+    indices: tuple[Any, ...] = ()  # index builds: the uncommitted segments (lance Index)
     error: LanceSparkError | None = None
 
 
@@ -106,6 +107,7 @@ def combine(results: Iterable[TaskResult]) -> TaskResult:
         files=tuple(p for r in results for p in r.files),
         schema=schemas[0] if schemas else None,
         rewrites=tuple(j for r in results for j in r.rewrites),
+        indices=tuple(i for r in results for i in r.indices),
     )
 
 

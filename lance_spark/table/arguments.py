@@ -125,6 +125,9 @@ FLAG = Kind("True or False", (bool,))
 NAMES = Kind(
     "a column name or a list of column names", (str, list, tuple), _is_names, " (not empty)"
 )
+INDEX_NAMES = Kind(
+    "an index name or a list of index names", (str, list, tuple), _is_names, " (not empty)"
+)
 STRING_MAP = Kind("a dict with string keys", (Mapping,), _is_string_map, "")
 
 

@@ -19,7 +19,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lance_spark.source import dataset
+from lance_spark.source import dataset, index_builds
 from lance_spark.source.types import spark_schema_from_arrow
 from lance_spark.table.catalog import TABLE_COMMENT_KEY, properties
 from lance_spark.table.context import TableContext
@@ -31,6 +31,9 @@ INDEX_TYPE = StructType(
         StructField("name", StringType(), False),
         StructField("columns", ArrayType(StringType(), False), False),
         StructField("type", StringType(), False),
+        StructField("numIndexedRows", LongType(), False),
+        StructField("numUnindexedRows", LongType(), False),  # appended since the last build
+        StructField("numSegments", LongType(), False),
     ]
 )
 
@@ -95,10 +98,7 @@ def detail_row(table: TableContext, *, name: str | None = None) -> tuple[Any, ..
         int(ds.count_rows()),
         deleted,
         spark_schema_from_arrow(ds.schema).simpleString(),
-        [
-            (str(d.name), [str(c) for c in d.field_names], str(d.index_type))
-            for d in sorted(ds.describe_indices(), key=lambda d: str(d.name))
-        ],
+        index_builds.describe(ds),
         {str(k): int(v["version"]) for k, v in tags.items()},
         str(ds.data_storage_version),
         bool(ds.has_stable_row_ids),

@@ -606,12 +606,19 @@ class LanceTable:
     def createIndex(
         self, column: str, index_type: str, *, name: str | None = None, **params: Any
     ) -> None:
-        """Build an index on ``column`` (a new version).
+        """Build an index on ``column`` as a Spark job, committed as one new version.
 
         Scalar types (BTREE, BITMAP, LABEL_LIST, INVERTED, ZONEMAP, NGRAM) speed up pushed-down
         filters; vector types (IVF_FLAT, IVF_PQ, IVF_SQ, IVF_HNSW_PQ, IVF_HNSW_SQ) need a
         vector (fixed_size_list) column and take Lance's parameters (``num_partitions``,
         ``num_sub_vectors``, ``metric``...).
+
+        Each Spark task builds the index segment of a group of fragments (one group per core
+        of the session); a vector index's IVF centroids (and PQ codebook) are trained first
+        on the driver from a sample, so the driver never holds the table. A failed job
+        commits nothing and leaves no index file. The index name defaults to
+        ``<column>_idx``; an index of that name is built again with ``replace=True`` (the
+        default for scalar types), else :class:`IndexExistsError`.
 
         Example::
 
@@ -620,8 +627,37 @@ class LanceTable:
         """
         maintenance.create_index(self._context, column, index_type, name=name, **params)
 
+    @arguments.checked(names=arguments.INDEX_NAMES.orNone(), retrain=arguments.FLAG)
+    def optimizeIndices(
+        self, names: str | Sequence[str] | None = None, *, retrain: bool = False
+    ) -> DataFrame:
+        """Bring indexes up to date with the rows appended since they were built, as a Spark
+        job committed as one new version: each index gets new segments over the fragments it
+        does not cover yet, with the parameters (and the vector model: no retraining) it was
+        built with. ``retrain=True`` builds each index again, its vector model trained anew
+        on today's data. ``names``: the indexes (default: all). An index this connector did
+        not build and whose parameters it cannot know (a full-text or vector index made by
+        pylance) is optimized by Lance's own ``optimize_indices`` on the driver.
+
+        Returns a row per index: ``index``, ``type``, ``numFragmentsIndexed`` (by this
+        call), ``numIndexedRows``, ``numUnindexedRows`` and ``numSegments`` afterwards,
+        and the ``version`` that indexed it (null: it was up to date).
+
+        Example::
+
+            t.optimizeIndices().show()
+            t.optimizeIndices(["embedding_idx"], retrain=True)
+        """
+        wanted = [names] if isinstance(names, str) else names
+        return maintenance.optimize_indices(
+            self._context, None if wanted is None else list(wanted), retrain=retrain
+        )
+
     def listIndices(self) -> DataFrame:
-        """Indexes as a DataFrame (name, columns, type), by name.
+        """Indexes as a DataFrame, by name: ``name``, ``columns``, ``type``, and how far each
+        covers the table: ``numIndexedRows``, ``numUnindexedRows`` (rows appended since it
+        was built or optimized, which searches scan without it; see :meth:`optimizeIndices`)
+        and ``numSegments``.
 
         Example::
 

@@ -8,8 +8,10 @@ fragments of one Lance compaction task, the driver commits one version.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
-from collections.abc import Iterator
+import pickle
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
@@ -25,9 +27,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from lance_spark.errors import ColumnNotFoundError, InvalidOptionError
+from lance_spark import _spark
+from lance_spark.errors import ColumnNotFoundError, IndexExistsError, InvalidOptionError
 from lance_spark.source import compaction as _compaction
-from lance_spark.source import staging, transactions
+from lance_spark.source import index_builds, staging, transactions
 from lance_spark.source.compaction import COMPACTION_METRICS
 from lance_spark.source.dataset import branch_uri, open_latest
 from lance_spark.source.options import AutoCompact, parse_index_params
@@ -35,8 +38,10 @@ from lance_spark.source.write_jobs import StagedJob, TaskResult
 from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
 
-SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")
-VECTOR_INDEX_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ")
+SCALAR_INDEX_TYPES = index_builds.SCALAR_INDEX_TYPES
+VECTOR_INDEX_TYPES = index_builds.VECTOR_INDEX_TYPES
+Rows = list[tuple[Any, ...]]
+
 DEFAULT_INDEX_TYPE = "BTREE"  # CREATE INDEX without USING
 
 INDICES_SCHEMA = StructType(
@@ -44,6 +49,9 @@ INDICES_SCHEMA = StructType(
         StructField("name", StringType(), False),
         StructField("columns", ArrayType(StringType(), False), False),
         StructField("type", StringType(), True),
+        StructField("numIndexedRows", LongType(), False),
+        StructField("numUnindexedRows", LongType(), False),  # appended since the last build
+        StructField("numSegments", LongType(), False),
     ]
 )
 COMPACTION_SCHEMA = StructType(
@@ -310,10 +318,88 @@ def _count_file(metrics: dict[str, Any], kind: str, size: int, sign: int) -> Non
         metrics[_FILE_KIND_METRICS[kind]] += sign
 
 
-def create_index(
-    table: TableContext, column: str, index_type: str, *, name: str | None, **params: Any
-) -> None:
-    """See :meth:`LanceTable.createIndex`."""
+class IndexAttempt:
+    """One attempt of an index job: its plan and the staged job its tasks write in. Its state
+    is JSON (:meth:`state`), so an attempt begun in one Python process (a procedure of the
+    companion) is committed in another."""
+
+    def __init__(self, table: TableContext, plan: index_builds.BuildPlan, job: StagedJob) -> None:
+        self.table = table
+        self.plan = plan
+        self.job = job
+
+    def task(self) -> _jobs.Task:
+        """The Spark task: each gets its task numbers (one, from ``range``)."""
+        uri, plan, storage, job_id = (
+            self.table.uri,
+            self.plan,
+            dict(self.table.storage),
+            self.job.job_id,
+        )
+        numbered = plan.tasks()
+
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
+            for batch in batches:
+                for number in batch.column(0).to_pylist():
+                    build, group = numbered[number]
+                    yield index_builds.build_segment(
+                        uri,
+                        plan.read_version,
+                        plan.builds[build],
+                        group,
+                        storage=storage,
+                        job_id=job_id,
+                    )
+
+        return run
+
+    def commit(self, done: TaskResult) -> int:
+        """Commit the segments the tasks wrote (``done``: the job's results combined) as one
+        version; the staged job is the caller's to finish or abort."""
+        return index_builds.commit_build(
+            self.plan, done.indices, storage=dict(self.table.storage), app_id=self.table.app_id
+        )
+
+    def run(self) -> int:
+        """Run the job in the table's Spark session and commit (or delete what it wrote)."""
+        with self.job:
+            count = len(self.plan.tasks())
+            rows = self.table.spark.range(0, count, 1, numPartitions=count)
+            return self.commit(_jobs.run_tasks(rows, self.task()))
+
+    def state(self) -> dict[str, Any]:
+        plan = base64.b64encode(pickle.dumps(self.plan)).decode("ascii")
+        return {"plan": plan, "job_id": self.job.job_id}
+
+    @classmethod
+    def of_state(cls, table: TableContext, state: Mapping[str, Any]) -> IndexAttempt:
+        plan = pickle.loads(base64.b64decode(state["plan"]))  # the state this attempt gave
+        job = StagedJob(
+            table.uri, plan.read_version, dict(table.storage), job_id=str(state["job_id"])
+        )
+        return cls(table, plan, job)
+
+
+def _begin(table: TableContext, plan: index_builds.BuildPlan | None) -> IndexAttempt | None:
+    if plan is None or not plan.tasks():
+        return None
+    storage = dict(table.storage)
+    job = StagedJob.begin(table.uri, read_version=plan.read_version, storage=storage)
+    return IndexAttempt(table, plan, job)
+
+
+def begin_index_build(
+    table: TableContext,
+    column: str,
+    index_type: str,
+    *,
+    name: str | None,
+    params: Mapping[str, Any],
+    tasks: int,
+) -> IndexAttempt | None:
+    """Check the request, train a vector index's model and plan the job (see
+    :mod:`lance_spark.source.index_builds`); None when the table has no fragment (the
+    index is then made by Lance directly: there is nothing to build)."""
     kind = str(index_type).strip().upper()
     if kind not in SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES:
         raise InvalidOptionError(
@@ -321,35 +407,178 @@ def create_index(
             f"{', '.join(SCALAR_INDEX_TYPES + VECTOR_INDEX_TYPES)}"
         )
     keywords: dict[str, Any] = parse_index_params(kind, params)
+    replace = bool(keywords.pop("replace", kind in SCALAR_INDEX_TYPES))
     ds = table.open()
     if column not in ds.schema.names:
         raise ColumnNotFoundError(
             f"column {column!r} does not exist in the Lance table at {table.uri!r}; "
             f"columns: {', '.join(ds.schema.names)}"
         )
-    if kind in SCALAR_INDEX_TYPES:
-        ds.create_scalar_index(column, cast(Any, kind), name=name, **keywords)
-        return
-    col_type = ds.schema.field(column).type
-    if not pa.types.is_fixed_size_list(col_type):
-        raise InvalidOptionError(
-            f"column {column!r} is {col_type}, not a vector (fixed_size_list), which a "
-            f"{kind} index needs (write vectors with option "
-            f"'{column}.arrow.fixed-size-list.size')"
+    if kind in VECTOR_INDEX_TYPES:
+        col_type = ds.schema.field(column).type
+        if not pa.types.is_fixed_size_list(col_type):
+            raise InvalidOptionError(
+                f"column {column!r} is {col_type}, not a vector (fixed_size_list), which a "
+                f"{kind} index needs (write vectors with option "
+                f"'{column}.arrow.fixed-size-list.size')"
+            )
+    index_name = name or f"{column}_idx"
+    existing = index_builds.segment_uuids(ds, index_name)
+    if existing and not replace:
+        raise IndexExistsError(
+            f"index {index_name!r} already exists on the Lance table at {table.uri!r}; "
+            "pass replace=True to build it again"
         )
-    ds.create_index(column, kind, name=name, **keywords)
+    if not ds.get_fragments():
+        if kind in VECTOR_INDEX_TYPES:
+            raise InvalidOptionError(
+                f"the Lance table at {table.uri!r} has no rows to train a {kind} index on"
+            )
+        ds.create_scalar_index(
+            column, cast(Any, kind), name=index_name, replace=replace, **keywords
+        )
+        return None
+    spec = index_builds.IndexSpec(index_name, column, kind, keywords)
+    build = index_builds.IndexBuild(
+        spec,
+        index_builds.fragment_groups(ds, None, tasks=tasks),
+        index_builds.train(ds, spec),
+        tuple(existing),
+    )
+    plan = index_builds.BuildPlan(table.uri, int(ds.version), (build,), index_builds.CREATE)
+    return _begin(table, plan)
+
+
+def create_index(
+    table: TableContext, column: str, index_type: str, *, name: str | None, **params: Any
+) -> None:
+    """See :meth:`LanceTable.createIndex`: a Spark job, one commit; redone when another
+    writer's commit makes Lance call it retryable."""
+    tasks = _spark.default_parallelism(table.spark)
+
+    def attempt() -> None:
+        started = begin_index_build(
+            table, column, index_type, name=name, params=params, tasks=tasks
+        )
+        if started is not None:
+            started.run()
+
+    _jobs.with_retry(attempt)
+
+
+OPTIMIZE_INDICES_SCHEMA = StructType(
+    [
+        StructField("index", StringType(), False),
+        StructField("type", StringType(), False),
+        StructField("numFragmentsIndexed", LongType(), False),
+        StructField("numIndexedRows", LongType(), False),
+        StructField("numUnindexedRows", LongType(), False),
+        StructField("numSegments", LongType(), False),
+        StructField("version", LongType(), True),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class IndexUpkeep:
+    """What an optimize of indexes does: the builds of one Spark job (indexes built here, or
+    of types that need no parameter) and the indexes left to Lance's own optimize."""
+
+    attempt: IndexAttempt | None
+    by_lance: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+def begin_index_upkeep(
+    table: TableContext, names: Sequence[str] | None, *, retrain: bool, tasks: int
+) -> IndexUpkeep:
+    """Plan an optimize of the indexes ``names`` (None: every index): index the fragments
+    appended since each was built (``retrain``: build each again, its vector model trained
+    again, replacing its segments)."""
+    ds = table.open()
+    described = {str(d.name): d for d in ds.describe_indices()}
+    wanted = sorted(described) if names is None else list(names)
+    unknown = [n for n in wanted if n not in described]
+    if unknown:
+        raise InvalidOptionError(
+            f"index {unknown[0]!r} does not exist in the Lance table at {table.uri!r}; "
+            f"indexes: {', '.join(sorted(described)) or 'none'}"
+        )
+    builds = []
+    by_lance = []
+    for name in wanted:
+        d = described[name]
+        fragments = None if retrain else index_builds.unindexed_fragments(ds, name)
+        if fragments == []:
+            continue
+        kept = index_builds.load_model(ds, table.uri, name, storage=table.storage)
+        kind = index_builds.lance_kind(str(d.index_type))
+        if kept is not None:
+            spec, model = kept
+        elif kind in index_builds.PLAIN_SCALAR:
+            spec, model = index_builds.IndexSpec(name, str(d.field_names[0]), kind), None
+        else:
+            by_lance.append(name)  # its parameters or model are unknown here
+            continue
+        if retrain:
+            model = index_builds.train(ds, spec)
+        groups = index_builds.fragment_groups(ds, fragments, tasks=tasks)
+        replaces = tuple(index_builds.segment_uuids(ds, name)) if retrain else ()
+        builds.append(index_builds.IndexBuild(spec, groups, model, replaces))
+    operation = index_builds.CREATE if retrain else index_builds.OPTIMIZE
+    plan = index_builds.BuildPlan(table.uri, int(ds.version), tuple(builds), operation)
+    return IndexUpkeep(_begin(table, plan), tuple(by_lance), tuple(wanted))
+
+
+def optimize_by_lance(table: TableContext, names: Sequence[str], *, retrain: bool) -> None:
+    """Lance's own optimize, on the driver, for indexes whose parameters are unknown here."""
+    for name in names:
+        ds = table.open()
+        if retrain:
+            ds.optimize.optimize_indices(index_names=[name], retrain=True)
+        elif index_builds.unindexed_fragments(ds, name):
+            ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=0)
+
+
+def index_upkeep_rows(table: TableContext, upkeep: IndexUpkeep, version: int | None) -> Rows:
+    """The rows of :data:`OPTIMIZE_INDICES_SCHEMA` after an optimize."""
+    ds = table.open()
+    indexed = {
+        b.spec.name: sum(len(g) for g in b.groups)
+        for b in (upkeep.attempt.plan.builds if upkeep.attempt else ())
+    }
+    rows = []
+    for name, _columns, kind, covered, uncovered, segments in index_builds.describe(ds):
+        if name in upkeep.names:
+            done = version if name in indexed else (ds.version if name in upkeep.by_lance else None)
+            rows.append((name, kind, indexed.get(name, 0), covered, uncovered, segments, done))
+    return rows
+
+
+def optimize_indices(
+    table: TableContext, names: Sequence[str] | None, *, retrain: bool = False
+) -> DataFrame:
+    """See :meth:`LanceTable.optimizeIndices`."""
+    tasks = _spark.default_parallelism(table.spark)
+
+    def attempt() -> tuple[IndexUpkeep, int | None]:
+        upkeep = begin_index_upkeep(table, names, retrain=retrain, tasks=tasks)
+        version = None if upkeep.attempt is None else upkeep.attempt.run()
+        return upkeep, version
+
+    upkeep, version = _jobs.with_retry(attempt)
+    optimize_by_lance(table, upkeep.by_lance, retrain=retrain)
+    rows = index_upkeep_rows(table, upkeep, version)
+    return table.spark.createDataFrame(rows, OPTIMIZE_INDICES_SCHEMA)
 
 
 def list_indices(table: TableContext) -> DataFrame:
     return table.spark.createDataFrame(index_rows(table), INDICES_SCHEMA)
 
 
-def index_rows(table: TableContext) -> list[tuple[Any, ...]]:
-    """The table's indexes as rows of :data:`INDICES_SCHEMA`, by name."""
-    return [
-        (d.name, [str(c) for c in d.field_names], str(d.index_type))
-        for d in sorted(table.open().describe_indices(), key=lambda d: str(d.name))
-    ]
+def index_rows(table: TableContext) -> Rows:
+    """The table's indexes as rows of :data:`INDICES_SCHEMA`, by name, with their coverage."""
+    return index_builds.describe(table.open())
 
 
 def drop_index(table: TableContext, name: str) -> None:
@@ -361,3 +590,4 @@ def drop_index(table: TableContext, name: str) -> None:
             f"indexes: {', '.join(names) or 'none'}"
         )
     ds.drop_index(name)
+    index_builds.forget_model(table.uri, name, storage=table.storage)

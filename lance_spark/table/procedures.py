@@ -261,18 +261,91 @@ def _index_exists(table: TableContext, name: str) -> bool:
     return any(row[0] == name for row in maintenance.index_rows(table))
 
 
-def _create_index(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, Rows]:
+def _create_index(table: TableContext, args: Mapping[str, Any], resume: Resume | None) -> Outcome:
+    """CREATE INDEX: a Spark job (as ``LanceTable.createIndex``); "exists" when the index is
+    there (the companion raises Spark's IndexAlreadyExistsException)."""
+    if resume is not None:
+        return _finish_index_job(table, args, resume)
     name = None if args.get("index") is None else str(args["index"])
     if name is not None and _index_exists(table, name):
         return INDEX_OUTCOME_SCHEMA, [("exists",)]
+    return _index_build_attempt(table, args, number=1)
+
+
+def _index_build_attempt(table: TableContext, args: Mapping[str, Any], *, number: int) -> Outcome:
     params = {str(k): v for k, v in dict(args.get("params") or {}).items()}
-    maintenance.create_index(
+    started = maintenance.begin_index_build(
         table,
         str(args["column"]),
         str(args.get("type") or maintenance.DEFAULT_INDEX_TYPE),
-        name=name,
-        **params,
+        name=None if args.get("index") is None else str(args["index"]),
+        params=params,
+        tasks=int(args.get(PARALLELISM) or 1),
     )
+    if started is None:
+        return INDEX_OUTCOME_SCHEMA, [("done",)]
+    reader = _jobs.TaskReader(len(started.plan.tasks()), started.task())
+    return Job({"index": started.state(), "attempt": number}, reader=reader)
+
+
+def _optimize_indices(
+    table: TableContext, args: Mapping[str, Any], resume: Resume | None
+) -> Outcome:
+    """``CALL ... optimize_indices(table => t[, index => name][, retrain => true])`` and
+    ``OPTIMIZE t INDEXES``: as ``LanceTable.optimizeIndices``."""
+    if resume is not None:
+        return _finish_index_job(table, args, resume)
+    return _index_upkeep_attempt(table, args, number=1)
+
+
+def _index_upkeep_attempt(table: TableContext, args: Mapping[str, Any], *, number: int) -> Outcome:
+    names = None if args.get("index") is None else [str(args["index"])]
+    retrain = bool(args.get("retrain"))
+    upkeep = maintenance.begin_index_upkeep(
+        table, names, retrain=retrain, tasks=int(args.get(PARALLELISM) or 1)
+    )
+    state = {"by_lance": list(upkeep.by_lance), "names": list(upkeep.names), "attempt": number}
+    if upkeep.attempt is None:
+        return _index_upkeep_done(table, state, args, None)
+    state["index"] = upkeep.attempt.state()
+    reader = _jobs.TaskReader(len(upkeep.attempt.plan.tasks()), upkeep.attempt.task())
+    return Job(state, reader=reader)
+
+
+def _index_upkeep_done(
+    table: TableContext,
+    state: Mapping[str, Any],
+    args: Mapping[str, Any],
+    attempt: maintenance.IndexAttempt | None,
+    version: int | None = None,
+) -> Outcome:
+    upkeep = maintenance.IndexUpkeep(attempt, tuple(state["by_lance"]), tuple(state["names"]))
+    retrain = bool(args.get("retrain"))
+    maintenance.optimize_by_lance(table, upkeep.by_lance, retrain=retrain)
+    rows = maintenance.index_upkeep_rows(table, upkeep, version)
+    return maintenance.OPTIMIZE_INDICES_SCHEMA, rows
+
+
+def _finish_index_job(table: TableContext, args: Mapping[str, Any], resume: Resume) -> Outcome:
+    """The second call of an index job: commit what its tasks wrote (or delete it when the
+    job failed); a retryable conflict begins the procedure's next attempt."""
+    attempt = maintenance.IndexAttempt.of_state(table, resume.state["index"])
+    if resume.results is None:
+        attempt.job.abort()  # the Spark job failed: the companion raises its error
+        return NO_ROWS
+    optimizing = "names" in resume.state
+    try:
+        with attempt.job:
+            version = attempt.commit(_jobs.results_of(resume.results))
+    except CommitConflictError as err:
+        number = int(resume.state["attempt"])
+        _jobs.give_up(err, number)  # raises when no attempt is left
+        time.sleep(_jobs.RETRY.pause(number + 1))
+        if optimizing:
+            return _index_upkeep_attempt(table, args, number=number + 1)
+        return _index_build_attempt(table, args, number=number + 1)
+    if optimizing:
+        return _index_upkeep_done(table, resume.state, args, attempt, version)
     return INDEX_OUTCOME_SCHEMA, [("done",)]
 
 
@@ -298,6 +371,7 @@ def _indexes(table: TableContext, args: Mapping[str, Any]) -> tuple[StructType, 
 
 
 NO_ROWS: tuple[StructType, Rows] = (StructType([]), [])
+PARALLELISM = "_parallelism"  # not an argument of a call: the session's, given by run()
 PROPERTIES_SCHEMA = StructType(
     [StructField("key", StringType(), False), StructField("value", StringType(), False)]
 )
@@ -314,7 +388,6 @@ PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any]], tuple[StructTy
     "create_branch": _create_branch,
     "drop_branch": _drop_branch,
     "branches": _branches,
-    "create_index": _create_index,
     "drop_index": _drop_index,
     "indexes": _indexes,
     "properties": _properties,
@@ -330,6 +403,8 @@ SEARCH_FUNCTION_CALL = "search_function"
 JOB_PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any], Resume | None], Outcome]] = {
     "optimize": _optimize,
     "convert": _convert,
+    "create_index": _create_index,
+    "optimize_indices": _optimize_indices,
 }
 
 
@@ -374,6 +449,7 @@ def run(
         application=str(call.get("app_id") or "") or None,
     )
     args = dict(call.get("args") or {})
+    args[PARALLELISM] = source.defaults.parallelism  # the tasks of an index job
     outcome: Outcome
     if name in JOB_PROCEDURES:
         outcome = JOB_PROCEDURES[name](table, args, _resume(call.get("resume")))

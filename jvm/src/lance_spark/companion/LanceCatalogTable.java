@@ -290,8 +290,8 @@ final class LanceCatalogTable extends PythonTableView
 
   /** What Python's {@code create_index} / {@code drop_index} did: done, exists or missing. */
   private String indexOutcome(String procedure, ObjectNode args) {
-    InternalRow[] rows =
-        LanceProcedures.result(LanceProcedures.run(writeOptions(), procedure, args)).rows();
+    InternalRow[] rows =  // create_index runs a Spark job (the index's segments)
+        LanceProcedures.result(LanceProcedures.runJobs(writeOptions(), procedure, args)).rows();
     return rows[0].getUTF8String(0).toString();
   }
 

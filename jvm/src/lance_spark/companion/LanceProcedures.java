@@ -117,6 +117,10 @@ final class LanceProcedures {
     PARAMETERS.put("optimize", new ProcedureParameter[] {
       required("table", DataTypes.StringType),
       optional("target_rows_per_fragment", DataTypes.LongType, "NULL")});
+    PARAMETERS.put("optimize_indices", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      optional("index", DataTypes.StringType, "NULL"),
+      optional("retrain", DataTypes.BooleanType, "false")});
     PARAMETERS.put("convert", new ProcedureParameter[] {
       required("table", DataTypes.StringType),
       required("source", DataTypes.StringType),

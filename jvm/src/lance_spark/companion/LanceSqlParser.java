@@ -22,7 +22,7 @@ import scala.collection.immutable.Seq;
  * Lance's statements in Spark's SQL, the way Delta's SQL extension spells them, for every
  * client: {@code DESCRIBE|DESC HISTORY t [LIMIT n]}, {@code RESTORE [TABLE] t [TO] VERSION AS OF
  * n | 'tag' | TIMESTAMP AS OF 'ts'}, {@code VACUUM t [RETAIN n HOURS] [DRY RUN]},
- * {@code OPTIMIZE t}, {@code DESCRIBE|DESC DETAIL t}, {@code CONVERT TO LANCE parquet.`path`
+ * {@code OPTIMIZE t}, {@code OPTIMIZE t INDEXES|INDEX name [RETRAIN]}, {@code DESCRIBE|DESC DETAIL t}, {@code CONVERT TO LANCE parquet.`path`
  * LOCATION 'path'} (see {@link #convert}), lance_spark's first spelling of
  * {@code CREATE INDEX} (see {@link #createIndex}), {@code ALTER TABLE t CREATE TAG name [AS OF VERSION n]},
  * {@code ALTER TABLE t DROP TAG name}, {@code ALTER TABLE t CREATE BRANCH [IF NOT EXISTS] name
@@ -111,7 +111,21 @@ public final class LanceSqlParser implements ParserInterface {
     }
     if (c.accept("OPTIMIZE")) {
       String table = c.table();
-      return table == null || !c.atEnd() ? null : call("optimize", table);
+      if (table == null) {
+        return null;
+      }
+      if (c.accept("INDEXES")) {  // OPTIMIZE t INDEXES [RETRAIN]
+        boolean retrain = c.accept("RETRAIN");
+        return c.atEnd() ? call("optimize_indices", table, "retrain", retrain ? "true" : null)
+            : null;
+      }
+      if (c.accept("INDEX")) {  // OPTIMIZE t INDEX name [RETRAIN]
+        String index = c.name();
+        boolean retrain = c.accept("RETRAIN");
+        return index == null || !c.atEnd() ? null : call("optimize_indices", table,
+            "index", literal(index), "retrain", retrain ? "true" : null);
+      }
+      return c.atEnd() ? call("optimize", table) : null;
     }
     if (c.accept("VACUUM")) {
       String table = c.table();

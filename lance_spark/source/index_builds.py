@@ -1,0 +1,465 @@
+"""Index builds as Spark jobs (behind ``LanceTable.createIndex``, ``optimizeIndices``,
+``CREATE INDEX`` and the ``optimize_indices`` procedure).
+
+A build goes in four steps, none of which needs the whole table on one machine:
+
+1. **Plan** (driver): the fragments to index (every fragment for a build; for an optimize, the
+   fragments no segment of the index covers yet), in groups of about equal rows, one group per
+   Spark task (at most the session's parallelism).
+2. **Train** (driver, vector indexes only): IVF centroids, and for PQ the codebook, from a
+   sample Lance reads (``lance.indices.IndicesBuilder``), so every segment shares one model.
+   The driver holds the sample (``sample_rate`` rows per centroid), not the table.
+3. **Segments** (tasks): each task opens the read version and writes one uncommitted segment
+   over its group (``create_index_uncommitted(fragment_ids=...)``), records the segment's folder
+   in the job's staging (:mod:`~lance_spark.source.staging`: a failed job's segments are
+   deleted), and returns the segment's metadata (small: uuid, fragments, file sizes).
+4. **Commit** (driver): one ``CreateIndex`` with the new segments, replacing the index's old
+   segments for a build and adding to them for an optimize. Lance rebases it over appends
+   committed meanwhile (their fragments stay unindexed until the next optimize).
+
+An index built here keeps its parameters and its vector model next to the table
+(``_lance_spark/indexes/<name>.json`` and ``.ivf.arrow`` / ``.pq.arrow``), so an optimize
+indexes new fragments with the same parameters and centroids, without retraining. An index
+this code did not build (pylance's own, or a full-text index of unknown parameters) is
+optimized by Lance's own ``optimize_indices`` on the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import lance
+import pyarrow as pa
+from lance.dataset import Index
+from lance.indices import IndicesBuilder
+
+from lance_spark.errors import InvalidOptionError, JobClosedError
+from lance_spark.source import commit as _commit
+from lance_spark.source import staging
+from lance_spark.source.dataset import open_version
+from lance_spark.source.write_jobs import TaskResult
+
+_log = logging.getLogger(__name__)
+
+SCALAR_INDEX_TYPES = ("BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "ZONEMAP", "NGRAM")
+VECTOR_INDEX_TYPES = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ")
+# Lance's names of index types (IndexDescription.index_type) -> the connector's.
+_LANCE_TYPES = {
+    "btree": "BTREE",
+    "bitmap": "BITMAP",
+    "labellist": "LABEL_LIST",
+    "label_list": "LABEL_LIST",
+    "inverted": "INVERTED",
+    "fts": "INVERTED",
+    "zonemap": "ZONEMAP",
+    "ngram": "NGRAM",
+}
+# Scalar index types whose segments need no parameter: any index of these types can be
+# extended with new segments, whoever built it.
+PLAIN_SCALAR = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "NGRAM")
+_SAMPLE_RATE = 256  # Lance's default: rows sampled per centroid
+_TARGET_PARTITION_SIZE = 8192  # Lance's default rows per IVF partition
+_MAX_PARTITIONS = 4096
+MODELS_DIR = "_lance_spark/indexes"
+CREATE = "CREATE INDEX"
+OPTIMIZE = "OPTIMIZE INDEX"
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """What to build: index ``name`` of type ``kind`` on ``column``, with pylance's keywords
+    (as :func:`~lance_spark.source.options.parse_index_params` gives them, ``replace`` left
+    out)."""
+
+    name: str
+    column: str
+    kind: str
+    keywords: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def vector(self) -> bool:
+        return self.kind in VECTOR_INDEX_TYPES
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "column": self.column,
+            "kind": self.kind,
+            "keywords": dict(self.keywords),
+        }
+
+    @classmethod
+    def of_json(cls, doc: Mapping[str, Any]) -> IndexSpec:
+        return cls(
+            str(doc["name"]), str(doc["column"]), str(doc["kind"]), dict(doc.get("keywords") or {})
+        )
+
+
+@dataclass(frozen=True)
+class VectorModel:
+    """A vector index's shared model: IVF ``centroids`` and, for PQ, the ``codebook``
+    (Arrow fixed-size lists, as Lance's trainers give them)."""
+
+    centroids: pa.FixedSizeListArray
+    codebook: pa.FixedSizeListArray | None = None
+    num_sub_vectors: int | None = None
+
+    def keywords(self) -> dict[str, Any]:
+        """The keywords that make a segment use this model instead of training its own."""
+        out: dict[str, Any] = {
+            "ivf_centroids": self.centroids,
+            "num_partitions": len(self.centroids),
+        }
+        if self.codebook is not None:
+            out["pq_codebook"] = self.codebook
+            out["num_sub_vectors"] = self.num_sub_vectors
+        return out
+
+
+@dataclass(frozen=True)
+class IndexBuild:
+    """One index's part of a job: its segments' fragment ``groups`` (one task each), the
+    vector ``model`` they share, and the uuids of the segments the commit ``replaces``."""
+
+    spec: IndexSpec
+    groups: tuple[tuple[int, ...], ...]
+    model: VectorModel | None = None
+    replaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """A job of index builds on ``read_version`` of the table at ``uri``; ``operation`` is what
+    its commit records (:data:`CREATE` or :data:`OPTIMIZE`)."""
+
+    uri: str
+    read_version: int
+    builds: tuple[IndexBuild, ...]
+    operation: str
+
+    def tasks(self) -> list[tuple[int, int]]:
+        """The job's tasks: (build number, group number) each."""
+        return [(b, g) for b, build in enumerate(self.builds) for g in range(len(build.groups))]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the table an index covers."""
+
+    indexed_rows: int
+    unindexed_rows: int
+    segments: int
+
+
+# --- plan and train (driver) --------------------------------------------------------------------
+
+
+def lance_kind(index_type: str) -> str:
+    """The connector's name of a Lance index type (``"BTree"`` -> ``"BTREE"``)."""
+    return _LANCE_TYPES.get(index_type.lower(), index_type.upper())
+
+
+def fragment_groups(
+    ds: lance.LanceDataset, fragment_ids: Sequence[int] | None, *, tasks: int
+) -> tuple[tuple[int, ...], ...]:
+    """``fragment_ids`` (None: every fragment) in at most ``tasks`` groups of neighbouring
+    fragments with about equal rows; empty fragments belong to a group like the others."""
+    wanted = None if fragment_ids is None else set(fragment_ids)
+    sizes = [
+        (f.fragment_id, f.metadata.num_rows)
+        for f in ds.get_fragments()
+        if wanted is None or f.fragment_id in wanted
+    ]
+    if not sizes:
+        return ()
+    count = max(1, min(tasks, len(sizes)))
+    total = sum(rows for _, rows in sizes)
+    groups: list[list[int]] = [[]]
+    done = 0
+    for fragment_id, rows in sizes:
+        # Start the next group once this one holds its share of the rows.
+        if groups[-1] and len(groups) < count and done >= total * len(groups) / count:
+            groups.append([])
+        groups[-1].append(fragment_id)
+        done += rows
+    return tuple(tuple(g) for g in groups)
+
+
+def train(ds: lance.LanceDataset, spec: IndexSpec) -> VectorModel | None:
+    """The shared model of a vector index (None for a scalar index), trained on a sample."""
+    if not spec.vector:
+        return None
+    keywords = spec.keywords
+    rows = ds.count_rows()
+    partitions = keywords.get("num_partitions")
+    if partitions is None:
+        size = int(keywords.get("target_partition_size") or _TARGET_PARTITION_SIZE)
+        partitions = min(max(1, rows // size), _MAX_PARTITIONS)
+    partitions = int(partitions)
+    if partitions > rows:
+        raise InvalidOptionError(
+            f"index parameter num_partitions={partitions} ({spec.kind} index {spec.name!r} on "
+            f"{spec.column!r}) needs at least as many rows; the table has {rows}"
+        )
+    builder = IndicesBuilder(ds, spec.column)
+    metric = str(keywords.get("metric") or "l2")
+    ivf = builder.train_ivf(
+        partitions, distance_type=metric, sample_rate=_sample_rate(rows, partitions)
+    )
+    if "PQ" not in spec.kind:
+        return VectorModel(ivf.centroids)
+    bits = int(keywords.get("num_bits") or 8)
+    if rows < 2**bits:
+        raise InvalidOptionError(
+            f"{spec.kind} index {spec.name!r} on {spec.column!r} with num_bits={bits} needs at "
+            f"least {2**bits} rows to train its codebook; the table has {rows}"
+        )
+    pq = builder.train_pq(
+        ivf,
+        keywords.get("num_sub_vectors"),
+        sample_rate=_sample_rate(rows, 2**bits),
+        num_bits=bits,
+    )
+    return VectorModel(ivf.centroids, pq.codebook, int(pq.num_subvectors))
+
+
+def _sample_rate(rows: int, centroids: int) -> int:
+    """Lance's rows per centroid, or fewer when the table is smaller than the sample."""
+    return max(1, min(_SAMPLE_RATE, rows // max(1, centroids)))
+
+
+# --- the tasks ----------------------------------------------------------------------------------
+
+
+def build_segment(
+    uri: str,
+    read_version: int,
+    build: IndexBuild,
+    group: int,
+    *,
+    storage: Mapping[str, str],
+    job_id: str,
+) -> TaskResult:
+    """Inside a Spark task: the segment of ``build`` over its fragment group ``group``,
+    written (and recorded in the job's staging) but not committed."""
+    ds = open_version(uri, read_version, storage=storage)
+    spec = build.spec
+    keywords = {k: v for k, v in spec.keywords.items() if k != "target_partition_size"}
+    if build.model is not None:
+        keywords.update(build.model.keywords())
+    segment = ds.create_index_uncommitted(
+        spec.column,
+        spec.kind,
+        name=spec.name,
+        replace=True,
+        fragment_ids=list(build.groups[group]),
+        **keywords,
+    )
+    folder = staging.index_folder(str(segment.uuid))
+    files = staging.TaskFiles(uri, job_id, storage=storage)
+    if not files.record(other=[folder]):
+        raise JobClosedError(f"index build over; its segment on {uri} was deleted")
+    if spec.kind == "INVERTED":
+        # A full-text segment is written as partial files under staging/ that Lance merges
+        # into the segment's own files (its metadata, then the files list Lance gives
+        # is stale: None makes Lance read the folder).
+        ds.merge_index_metadata(str(segment.uuid), "INVERTED")
+        fs, path = staging.table_fs(staging.table_file_uri(uri, f"{folder}/staging"), storage)
+        if fs.exists(path):
+            fs.rm(path, recursive=True)  # empty once merged
+        segment = dataclasses.replace(segment, files=None)
+    return TaskResult(indices=(segment,))
+
+
+# --- commit (driver) ----------------------------------------------------------------------------
+
+
+def commit_build(
+    plan: BuildPlan,
+    segments: Sequence[Any],
+    *,
+    storage: Mapping[str, str],
+    app_id: str | None,
+) -> int:
+    """Commit the job's ``segments`` (the tasks' :class:`lance.dataset.Index` objects) as one
+    version; returns it. The segments a build replaces go in the same commit."""
+    ds = open_version(plan.uri, plan.read_version, storage=storage)
+    replaced = {u for build in plan.builds for u in build.replaces}
+    removed = [
+        Index(
+            uuid=str(s.uuid),
+            name=str(d.name),
+            fields=list(d.fields),
+            dataset_version=int(s.dataset_version_at_last_update),
+            fragment_ids=cast(Any, set(s.fragment_ids)),  # Lance takes a set too
+            index_version=int(s.index_version),
+        )
+        for d in ds.describe_indices()
+        for s in d.segments
+        if str(s.uuid) in replaced
+    ]
+    names = sorted({b.spec.name for b in plan.builds})
+    version = _commit.commit(
+        plan.uri,
+        lance.LanceOperation.CreateIndex(new_indices=list(segments), removed_indices=removed),
+        read_version=plan.read_version,
+        info=_commit.CommitInfo(
+            operation=plan.operation,
+            parameters={
+                "indexes": ",".join(names),
+                "types": ",".join(sorted({b.spec.kind for b in plan.builds})),
+            },
+            metrics={
+                "numSegmentsAdded": len(segments),
+                "numSegmentsRemoved": len(removed),
+                "numFragmentsIndexed": sum(len(g) for b in plan.builds for g in b.groups),
+            },
+            app_id=app_id,
+        ),
+        storage=storage,
+    )
+    for build in plan.builds:
+        uuids = [str(s.uuid) for s in segments if str(s.name) == build.spec.name]
+        if plan.operation == CREATE:
+            save_model(plan.uri, build, uuids, storage=storage)
+    return version
+
+
+# --- what an index is and covers ----------------------------------------------------------------
+
+
+def coverage(ds: lance.LanceDataset, name: str) -> Coverage:
+    """Rows of ``ds`` that index ``name`` covers and does not (rows appended since it was built
+    or last optimized), and its segments."""
+    stats = ds.stats.index_stats(name)
+    return Coverage(
+        int(stats.get("num_indexed_rows") or 0),
+        int(stats.get("num_unindexed_rows") or 0),
+        int(stats.get("num_segments") or 0),
+    )
+
+
+def unindexed_fragments(ds: lance.LanceDataset, name: str) -> list[int]:
+    """The fragments of ``ds`` no segment of index ``name`` covers."""
+    covered: set[int] = set()
+    for d in ds.describe_indices():
+        if str(d.name) == name:
+            for s in d.segments:
+                covered.update(int(i) for i in s.fragment_ids)
+    return [f.fragment_id for f in ds.get_fragments() if f.fragment_id not in covered]
+
+
+def segment_uuids(ds: lance.LanceDataset, name: str) -> list[str]:
+    return [str(s.uuid) for d in ds.describe_indices() if str(d.name) == name for s in d.segments]
+
+
+# --- the kept parameters and model of an index built here ---------------------------------------
+
+
+def save_model(
+    uri: str, build: IndexBuild, uuids: Sequence[str], *, storage: Mapping[str, str]
+) -> None:
+    """Keep ``build``'s parameters and model for later optimizes. Never raises (the index has
+    committed): without them, an optimize falls back to Lance's own."""
+    base = _model_base(uri, build.spec.name)
+    try:
+        fs, path = staging.table_fs(base, storage)
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        arrays = {}
+        if build.model is not None:
+            arrays["ivf"] = build.model.centroids
+            if build.model.codebook is not None:
+                arrays["pq"] = build.model.codebook
+        for part, array in arrays.items():
+            _write_array(fs, f"{path}.{part}.arrow", array)
+        doc = {
+            "spec": build.spec.to_json(),
+            "segments": list(uuids),
+            "model": sorted(arrays),
+            "num_sub_vectors": None if build.model is None else build.model.num_sub_vectors,
+        }
+        with fs.open(f"{path}.json", "w") as out:
+            out.write(json.dumps(doc, sort_keys=True))
+    except (OSError, ValueError) as err:
+        _log.warning(
+            "index %s on %s: its parameters could not be kept (%s); optimizeIndices will "
+            "use Lance's own optimize for it",
+            build.spec.name,
+            uri,
+            err,
+        )
+
+
+def load_model(
+    ds: lance.LanceDataset, uri: str, name: str, *, storage: Mapping[str, str]
+) -> tuple[IndexSpec, VectorModel | None] | None:
+    """The kept parameters and model of index ``name``, or None when there are none or they
+    belong to another index of the same name (none of its segments is still in the index)."""
+    base = _model_base(uri, name)
+    try:
+        fs, path = staging.table_fs(base, storage)
+        if not fs.exists(f"{path}.json"):
+            return None
+        with fs.open(f"{path}.json", "r") as given:
+            doc = json.loads(given.read())
+        if not set(doc.get("segments") or ()) & set(segment_uuids(ds, name)):
+            return None
+        parts = set(doc.get("model") or ())
+        model = None
+        if "ivf" in parts:
+            codebook = _read_array(fs, f"{path}.pq.arrow") if "pq" in parts else None
+            model = VectorModel(
+                _read_array(fs, f"{path}.ivf.arrow"), codebook, doc.get("num_sub_vectors")
+            )
+        return IndexSpec.of_json(doc["spec"]), model
+    except (OSError, ValueError, KeyError) as err:
+        _log.warning("index %s on %s: its kept parameters could not be read (%s)", name, uri, err)
+        return None
+
+
+def forget_model(uri: str, name: str, *, storage: Mapping[str, str]) -> None:
+    """After the index is dropped: its kept parameters go too."""
+    fs, path = staging.table_fs(_model_base(uri, name), storage)
+    for suffix in (".json", ".ivf.arrow", ".pq.arrow"):
+        if fs.exists(path + suffix):
+            fs.rm(path + suffix)
+
+
+def _model_base(uri: str, name: str) -> str:
+    return f"{uri.rstrip('/')}/{MODELS_DIR}/{name}"
+
+
+def _write_array(fs: Any, path: str, array: pa.Array) -> None:
+    table = pa.table({"values": array})
+    with fs.open(path, "wb") as out, pa.ipc.new_file(out, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _read_array(fs: Any, path: str) -> pa.FixedSizeListArray:
+    with fs.open(path, "rb") as given:
+        table = pa.ipc.open_file(pa.BufferReader(given.read())).read_all()
+    return table.column("values").combine_chunks()
+
+
+def describe(ds: lance.LanceDataset) -> list[tuple[Any, ...]]:
+    """Every index of ``ds`` by name: name, columns, type, indexed rows, unindexed rows,
+    segments (what ``listIndices`` and ``DESCRIBE DETAIL`` show)."""
+    rows = []
+    for d in sorted(ds.describe_indices(), key=lambda d: str(d.name)):
+        covered = coverage(ds, str(d.name))
+        rows.append(
+            (
+                str(d.name),
+                [str(c) for c in d.field_names],
+                str(d.index_type),
+                covered.indexed_rows,
+                covered.unindexed_rows,
+                covered.segments,
+            )
+        )
+    return rows
