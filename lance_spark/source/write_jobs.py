@@ -52,6 +52,8 @@ class TaskResult(WriterCommitMessage):
     files: tuple[str, ...] = ()  # data files written, relative to data/
     schema: LanceSchema | None = None  # the table's schema with Lance's field ids
     rewrites: tuple[str, ...] = ()  # compaction: Lance RewriteResult JSON, one per Lance task
+    # updateColumns: fragment id -> its matched physical row offsets (portable RoaringBitmap)
+    offsets: Mapping[int, bytes] = field(default_factory=dict)
     error: LanceSparkError | None = None
 
 
@@ -106,6 +108,7 @@ def combine(results: Iterable[TaskResult]) -> TaskResult:
         files=tuple(p for r in results for p in r.files),
         schema=schemas[0] if schemas else None,
         rewrites=tuple(j for r in results for j in r.rewrites),
+        offsets={i: b for r in results for i, b in r.offsets.items()},
     )
 
 
