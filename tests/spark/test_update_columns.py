@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import lance
 import pyarrow as pa
@@ -226,3 +227,40 @@ def _wait_until_no_task_runs(spark: SparkSession) -> None:
 
     frame = spark.range(0, slots, 1, numPartitions=slots)
     assert frame.mapInArrow(done, frame.schema, barrier=True).count() == slots
+
+
+def test_rows_appended_during_the_job_are_updated_too(
+    spark: SparkSession, table_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serializable: rows another writer appends while the job runs (with keys of the
+    DataFrame) make the attempt run again on the newer version; no lost update."""
+    from lance_spark.table import job_runner
+
+    t = _table(spark, table_uri)
+    version = lance.dataset(table_uri).version
+    real = job_runner.run_tasks
+    calls: list[int] = []
+
+    def run_then_append(rows: DataFrame, task: job_runner.Task) -> Any:
+        done = real(rows, task)
+        if not calls:  # the first attempt only: another writer appends meanwhile
+            extra = pa.table(
+                {
+                    "id": pa.array([2000], pa.int64()),
+                    "label": ["l2000"],
+                    "score": [0.0],
+                    "image": pa.array([b"x"], pa.binary()),
+                }
+            )
+            lance.write_dataset(extra, table_uri, mode="append")
+        calls.append(1)
+        return done
+
+    monkeypatch.setattr(job_runner, "run_tasks", run_then_append)
+    source = spark.createDataFrame([(4, "new4"), (2000, "new2000")], "id long, label string")
+    assert t.updateColumns(source, on="id").first().num_affected_rows == 2
+    assert len(calls) == 2  # the attempt was redone
+    ds = lance.dataset(table_uri)
+    assert ds.version == version + 2  # the append, then one UPDATE COLUMNS
+    labels = {r["id"]: r["label"] for r in ds.to_table(columns=["id", "label"]).to_pylist()}
+    assert (labels[4], labels[2000], labels[5]) == ("new4", "new2000", "l5")
