@@ -53,6 +53,8 @@ class TaskResult(WriterCommitMessage):
     schema: LanceSchema | None = None  # the table's schema with Lance's field ids
     rewrites: tuple[str, ...] = ()  # compaction: Lance RewriteResult JSON, one per Lance task
     indices: tuple[Any, ...] = ()  # index builds: the uncommitted segments (lance Index)
+    # updateColumns: fragment id -> its matched physical row offsets (portable RoaringBitmap)
+    offsets: Mapping[int, bytes] = field(default_factory=dict)
     error: LanceSparkError | None = None
 
 
@@ -108,6 +110,7 @@ def combine(results: Iterable[TaskResult]) -> TaskResult:
         schema=schemas[0] if schemas else None,
         rewrites=tuple(j for r in results for j in r.rewrites),
         indices=tuple(i for r in results for i in r.indices),
+        offsets={i: b for r in results for i, b in r.offsets.items()},
     )
 
 

@@ -14,6 +14,17 @@ collected to the driver. When the job or the commit fails, no version is created
 the tasks wrote are deleted (staging markers, see :mod:`lance_spark.source.staging`). Lance's
 ``Merge`` conflicts with any concurrent commit: the whole job is then redone on the newer
 version (:func:`lance_spark.table.job_runner.with_retry`).
+
+``LanceTable.updateColumns`` (:func:`update_joined_columns`) replaces the values of existing
+columns for the rows whose key a DataFrame holds, in the same shape: one job, the matched
+rows (fragment, offset, new values) hash-partitioned by fragment; each task hands a fragment's
+matched values, keyed by ``_rowaddr``, to ``LanceFragment.update_columns``, which writes ONE
+new data file holding only the updated columns for every row of the fragment (unmatched rows
+keep their values, read from the fragment) and marks those columns as gone from the old files
+(the files of the other columns are kept as they are). The driver commits one Lance ``Update``
+in ``rewrite_columns`` mode listing the modified fields, so indexes on them stop covering the
+rewritten fragments. Lance's ``DataReplacement`` is not used: it needs the replaced columns to
+be alone in their data file, and a table written by Spark keeps all its columns in one file.
 """
 
 from __future__ import annotations
@@ -38,11 +49,13 @@ from pyspark.sql.types import StructType
 from lance_spark import _spark
 from lance_spark.errors import (
     ColumnNotFoundError,
+    ConcurrentModificationError,
     InvalidOptionError,
     LanceSparkError,
     SchemaMismatchError,
 )
 from lance_spark.source import commit as _commit
+from lance_spark.source import conflicts as _conflicts
 from lance_spark.source import dataset as _dataset
 from lance_spark.source import row_level, session
 from lance_spark.source import staging as _files
@@ -526,3 +539,286 @@ def _fragment_values(
         if keyed:
             tally.matched += int(pc.sum(piece.column(_MATCHED).cast(pa.int64())).as_py() or 0)
         yield _types.conform_write_batch(piece.select(target.names), target)
+
+
+# --- updateColumns ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpdatedColumns:
+    """What one ``updateColumns`` did."""
+
+    version: int | None  # the new version; None when no row matched (nothing committed)
+    columns: tuple[str, ...]  # the table's names of the updated columns
+    matched: int  # rows given new values
+    fragments: int  # fragments given a new data file
+
+
+def update_joined_columns(table: TableContext, *, source: DataFrame, on: str) -> UpdatedColumns:
+    """Replace, for every table row whose key ``on`` ``source`` holds, the values of the
+    columns of ``source`` other than the key (each an existing column of the table); other
+    rows keep theirs. A key ``source`` holds twice is an error naming it; null keys match
+    nothing. Only the updated columns' files are written (see the module doc)."""
+    return _jobs.with_retry(lambda: _update_joined_columns(table, source, on))
+
+
+def _update_joined_columns(table: TableContext, source: DataFrame, on: str) -> UpdatedColumns:
+    spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
+    if not isinstance(on, str) or not on:
+        raise InvalidOptionError(f"updateColumns(df, on=...) needs a key column name, got {on!r}")
+    ds = _dataset.open_latest(uri, storage=storage)
+    table_key = _resolve(on, ds.schema.names)
+    if table_key is None:
+        raise ColumnNotFoundError(
+            f"updateColumns key {on!r} is not a column of the Lance table at {uri!r}; "
+            f"columns: {', '.join(ds.schema.names)}"
+        )
+    source_key = _resolve(on, source.columns)
+    if source_key is None:
+        raise ColumnNotFoundError(
+            f"updateColumns key {on!r} is not a column of the DataFrame; "
+            f"columns: {', '.join(source.columns)}"
+        )
+    names = [c for c in source.columns if c != source_key]
+    if not names:
+        raise InvalidOptionError(
+            f"the DataFrame given to updateColumns has no column besides the key {on!r}"
+        )
+    targets = _updated_names(names, ds.schema.names, table_key, uri=uri)
+    target = pa.schema([ds.schema.field(t) for t in targets])
+    _check_castable(source, names, targets, target, uri=uri)
+    version = int(ds.version)
+    rows = _read(spark, uri, storage, version, _prunable([table_key]))
+    right = source.select(
+        F.col(_spark.quote_identifier(source_key)).alias(_KEY),
+        *(F.col(_spark.quote_identifier(n)).alias(t) for n, t in zip(names, targets, strict=True)),
+    ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
+    duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
+    # Only matched rows travel (the others keep their values), and every duplicate key, matched
+    # or not, so the tasks report it (as addColumns does).
+    joined = rows.join(right, rows[_spark.quote_identifier(table_key)] == right[_KEY], "full_outer")
+    joined = joined.where((rows["_rowaddr"].isNotNull() & right[_KEY].isNotNull()) | duplicate)
+    values = joined.select(
+        *_address(rows),
+        duplicate.alias(_DUPLICATE),
+        F.when(duplicate, right[_KEY].cast("string")).alias(_KEY_TEXT),
+        *(right[_spark.quote_identifier(t)].alias(t) for t in targets),
+    )
+    fragment_ids = [int(f.fragment_id) for f in ds.get_fragments()]
+    with StagedJob.begin(uri, read_version=version, storage=storage) as job:
+        done = TaskResult()
+        if fragment_ids:
+            task = _update_task(uri, version, target, dict(storage), job.job_id)
+            done = _jobs.run_tasks(_sorted(values, keyed=True), task)
+        matched = done.counts.get(_MATCHED_ROWS, 0)
+        if not done.updated_fragments:  # no row matched: nothing to write, no version
+            return UpdatedColumns(None, tuple(targets), 0, 0)
+        operation = _update_op(ds, done, uri=uri)
+        _check_no_overlap(uri, storage, version, done)
+        new_version = _commit.commit(
+            uri,
+            operation,
+            read_version=version,
+            info=_commit.CommitInfo(
+                operation="UPDATE COLUMNS",
+                parameters={"columns": ", ".join(targets), "on": table_key},
+                metrics={
+                    "numUpdatedColumns": len(targets),
+                    "numUpdatedRows": matched,
+                    "numFiles": len(done.updated_fragments),
+                },
+                app_id=app_id,
+            ),
+            storage=storage,
+        )
+    return UpdatedColumns(new_version, tuple(targets), matched, len(done.updated_fragments))
+
+
+def _updated_names(names: Sequence[str], table: Sequence[str], key: str, *, uri: str) -> list[str]:
+    """The table column each of ``names`` updates (resolved like Spark: exactly, else
+    ignoring case); an unknown name, the key, or two names for one column are errors."""
+    targets: list[str] = []
+    seen: dict[str, str] = {}
+    for name in names:
+        target = _resolve(name, table)
+        if target is None:
+            raise ColumnNotFoundError(
+                f"updateColumns: column {name!r} of the DataFrame is not a column of the Lance "
+                f"table at {uri!r}; columns: {', '.join(table)} (add new columns with "
+                "addColumns)"
+            )
+        if target == key:
+            raise InvalidOptionError(
+                f"updateColumns: column {name!r} is the key {key!r}, which cannot be updated "
+                "by joining on it"
+            )
+        if target in seen:
+            raise InvalidOptionError(
+                f"updateColumns: the DataFrame names column {target!r} twice "
+                f"(as {seen[target]!r} and {name!r})"
+            )
+        seen[target] = name
+        targets.append(target)
+    return targets
+
+
+def _check_castable(
+    source: DataFrame,
+    names: Sequence[str],
+    targets: Sequence[str],
+    target: pa.Schema,
+    *,
+    uri: str,
+) -> None:
+    """Each column of ``source`` can be cast to its table column without loss, as an append
+    casts (the values, range and nulls, are checked by the tasks); else
+    :class:`SchemaMismatchError` naming the column and both types."""
+    selected = source.select(*(F.col(_spark.quote_identifier(n)) for n in names)).schema
+    incoming = to_arrow_schema(selected, timezone="UTC")
+    renamed = pa.schema([f.with_name(t) for f, t in zip(incoming, targets, strict=True)])
+    try:
+        _types.reconcile_write_schema(renamed, target, merge_schema=False)
+    except SchemaMismatchError as err:
+        spark_types = ", ".join(
+            f"{n} {f.dataType.simpleString()}" for n, f in zip(names, selected, strict=True)
+        )
+        raise SchemaMismatchError(
+            f"updateColumns on the Lance table at {uri!r}: {err} (the DataFrame's columns: "
+            f"{spark_types}; the table's: "
+            f"{', '.join(f'{f.name} {f.type}' for f in target)})"
+        ) from err
+
+
+def _update_op(
+    ds: lance.LanceDataset, done: TaskResult, *, uri: str
+) -> lance.LanceOperation.BaseOperation:
+    """One ``Update`` (``rewrite_columns``) of the fragments given a new file, listing the
+    fields those files hold as modified (indexes on them drop those fragments)."""
+    by_id = {int(f.id): f for f in done.updated_fragments}
+    existing = {int(f.fragment_id) for f in ds.get_fragments()}
+    if len(by_id) != len(done.updated_fragments) or not set(by_id) <= existing:
+        raise LanceSparkError(
+            f"updateColumns on {uri!r}: the job wrote files for fragments {sorted(by_id)} "
+            f"(some twice?) but version {ds.version} has fragments {sorted(existing)}; nothing "
+            "was committed"
+        )
+    written = set(done.files)
+    modified = sorted(
+        {
+            int(i)
+            for f in done.updated_fragments
+            for data_file in f.files
+            if data_file.path in written
+            for i in data_file.fields
+            if i >= 0
+        }
+    )
+    return lance.LanceOperation.Update(
+        updated_fragments=[by_id[i] for i in sorted(by_id)],
+        fields_modified=modified,
+        update_mode="rewrite_columns",
+        updated_fragment_offsets=dict(done.offsets),
+    )
+
+
+def _check_no_overlap(
+    uri: str, storage: Mapping[str, str], read_version: int, done: TaskResult
+) -> None:
+    """Serializable like MERGE: a version committed since ``read_version`` that changed a
+    fragment this job rewrote, added rows (they may hold keys of the DataFrame) or changed the
+    schema is a retryable :class:`ConcurrentModificationError` (the attempt is redone). Lance's
+    own conflict check covers the rest (the commit names ``read_version``)."""
+    latest = _dataset.open_latest(uri, storage=storage)
+    if int(latest.version) == read_version:
+        return
+    overlap = _conflicts.find_overlap(
+        uri,
+        storage=storage,
+        read_version=read_version,
+        latest=latest,
+        touched={int(f.id) for f in done.updated_fragments},
+        read_set=_conflicts.ReadSet(),
+    )
+    if overlap is not None:
+        raise ConcurrentModificationError(
+            f"UPDATE COLUMNS on the Lance table at {uri!r} read version {read_version}, and "
+            f"version {overlap.version} ({overlap.operation}) committed meanwhile overlaps it: "
+            f"{overlap.what}. Nothing was committed",
+            read_version=read_version,
+            conflicting_version=overlap.version,
+        )
+
+
+_ROWADDR = "_rowaddr"
+
+
+def _update_task(
+    uri: str, version: int, target: pa.Schema, storage: dict[str, str], job_id: str
+) -> _jobs.Task:
+    """Each task: for each fragment it holds (its matched rows, in physical order), one new
+    data file with the updated columns for the whole fragment, written by
+    ``LanceFragment.update_columns`` (a hash join on ``_rowaddr``)."""
+    keyed = pa.schema([pa.field(_ROWADDR, pa.uint64(), False), *target])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
+        updated: list[FragmentMetadata] = []
+        offsets: dict[int, bytes] = {}
+        tally = _Tally()
+        written: list[str] = []
+        ds: lance.LanceDataset | None = None
+        files = _files.TaskFiles(uri, job_id, storage=storage)
+        try:
+            runs = _fragment_runs(batches, keyed=True)
+            for fragment_id, group in itertools.groupby(runs, key=lambda run: run[0]):
+                # The fragment's matched values, whole: the hash join holds them anyway, and
+                # a failing source fails here, before this fragment's file is written.
+                values = pa.Table.from_batches(
+                    list(_matched_values(fragment_id, (b for _, b in group), keyed, tally)),
+                    schema=keyed,
+                )
+                if ds is None:
+                    ds = _dataset.open_version(uri, version, storage=storage)
+                fragment = row_level.open_fragment(ds, fragment_id, uri, version)
+                files.check_temporaries()
+                metadata, _fields, matched = fragment.update_columns(
+                    values, left_on=_ROWADDR, right_on=_ROWADDR, with_offsets=True
+                )
+                old = {f.path for f in fragment.metadata.files}
+                paths = [f.path for f in metadata.files if f.path not in old]
+                written.extend(paths)
+                files.record(data=paths)
+                updated.append(metadata)
+                offsets[fragment_id] = bytes(matched)
+        except BaseException:
+            # This attempt's files are nobody's: Spark may retry the task elsewhere.
+            _files.delete_files([_files.data_file_uri(uri, p) for p in written], storage=storage)
+            raise
+        yield TaskResult(
+            updated_fragments=tuple(updated),
+            counts={_MATCHED_ROWS: tally.matched},
+            files=tuple(written),
+            offsets=offsets,
+        )
+
+    return run
+
+
+def _matched_values(
+    fragment_id: int, pieces: Iterable[pa.RecordBatch], keyed: pa.Schema, tally: _Tally
+) -> Iterator[pa.RecordBatch]:
+    """``_rowaddr`` (uint64) and the updated columns, cast to the table's types, of one
+    fragment's matched rows, checked to be in strict offset order."""
+    last = -1
+    target = pa.schema(list(keyed)[1:])
+    for piece in pieces:
+        offsets = piece.column(_OFFSET).to_numpy(zero_copy_only=False)
+        if offsets[0] <= last or bool(np.any(np.diff(offsets) <= 0)):
+            raise LanceSparkError(
+                f"updateColumns: the rows of fragment {fragment_id} are not in strict offset "
+                "order (a row twice?)"
+            )
+        last = int(offsets[-1])
+        tally.matched += piece.num_rows
+        address = pa.array((np.uint64(fragment_id) << np.uint64(32)) | offsets.astype(np.uint64))
+        columns = _types.conform_write_batch(piece.select(target.names), target)
+        yield pa.RecordBatch.from_arrays([address, *columns.columns], schema=keyed)

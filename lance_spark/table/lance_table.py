@@ -910,6 +910,37 @@ class LanceTable:
         metrics = {"num_added_columns": len(added.columns), "num_affected_rows": added.matched}
         return self._one_row(metrics, ("num_added_columns", "num_affected_rows"))
 
+    @arguments.checked(source=arguments.DATAFRAME, on=arguments.NAME)
+    def updateColumns(self, source: DataFrame, on: str) -> DataFrame:
+        """Replace the values of existing columns for the rows whose key ``source`` holds,
+        in one new version, writing only those columns' files (a column backfill: an
+        embedding or a label recomputed, without rewriting the other columns).
+
+        Every column of ``source`` other than the key ``on`` must be a column of the table
+        (else :class:`ColumnNotFoundError`); it is cast to the table column's type as an
+        append casts (lossless only: else :class:`SchemaMismatchError` naming the column and
+        both types). A table row whose key ``source`` holds gets its values; other rows keep
+        theirs; keys the table lacks (and null keys) are ignored; a key present twice in
+        ``source`` is an error. One Spark job writes, per fragment with a matched row, one new
+        data file holding the updated columns for all its rows; the files of the other
+        columns stay as they are, and indexes on the updated columns stop covering the
+        rewritten fragments. One Lance version is committed (none when no row matched, or if
+        anything fails); a concurrent commit that overlaps is retried on the newer version.
+        Returns one row: ``num_updated_columns`` and ``num_affected_rows`` (matched rows).
+
+        Example::
+
+            t.updateColumns(new_embeddings_df, on="id")  # df: id, embedding
+        """
+        from lance_spark.table import columns as _columns
+
+        updated = _columns.update_joined_columns(self._context, source=source, on=on)
+        metrics = {
+            "num_updated_columns": len(updated.columns),
+            "num_affected_rows": updated.matched,
+        }
+        return self._one_row(metrics, ("num_updated_columns", "num_affected_rows"))
+
     # --- cloning ------------------------------------------------------------------------------
 
     @arguments.checked(

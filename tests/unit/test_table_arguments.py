@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.connect import functions as CF  # builds a Column without a session
 
 from lance_spark import LanceTable, LanceTableBuilder
@@ -46,6 +46,11 @@ def _merge() -> Any:
 def _builder() -> LanceTableBuilder:
     session: Any = None
     return LanceTableBuilder(session, BuildMode.CREATE)
+
+
+def _frame() -> Any:
+    """A DataFrame without a session (its checks pass; nothing may use it)."""
+    return object.__new__(DataFrame)
 
 
 class _Frame:
@@ -167,6 +172,9 @@ CASES: list[tuple[str, str, Callable[[Any], Any], Any, type[Exception]]] = [
     ("addColumns", "columns", lambda v: _table().addColumns(v), "c int", T),
     ("addColumns", "columns", lambda v: _table().addColumns(v), {}, V),
     ("addColumns", "on", lambda v: _table().addColumns({"c": "1"}, on=v), 1, T),
+    ("updateColumns", "source", lambda v: _table().updateColumns(v, on="id"), _Frame(), T),
+    ("updateColumns", "on", lambda v: _table().updateColumns(_frame(), on=v), 1, T),
+    ("updateColumns", "on", lambda v: _table().updateColumns(_frame(), on=v), "  ", V),
     ("shallowClone", "target", lambda v: _table().shallowClone(v), 10, T),
     ("shallowClone", "version", lambda v: _table().shallowClone("/c", version=v), 1.5, T),
     ("shallowClone", "replace", lambda v: _table().shallowClone("/c", replace=v), "yes", T),
