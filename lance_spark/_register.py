@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from lance_spark import _settings, _spark, sql
 from lance_spark.errors import LanceSparkError, PerformanceWarning
 from lance_spark.source.datasource import FORMAT_NAME, SessionDefaults
-from lance_spark.source.options import parse_auto_compact_conf
+from lance_spark.source.options import parse_auto_compact_conf, parse_auto_index_conf
 from lance_spark.source.session import (
     FILTER_PUSHDOWN_CONF,
     checked_storage,
@@ -90,6 +90,7 @@ def register(spark: SparkSession, *, storage_options: Mapping[str, str] | None =
         app_id=_spark.app_id(spark),
         parallelism=_spark.default_parallelism(spark),
         auto_compact=parse_auto_compact_conf(conf),
+        auto_index=parse_auto_index_conf(conf),
     )
     _spark.quiet_reregistration(spark)
     spark.dataSource.register(source_class(defaults, FORMAT_NAME))

@@ -29,6 +29,7 @@ from lance_spark.source.options import (
     STARTING_VERSION,
     STREAM_READ_KEYS,
     AutoCompact,
+    AutoIndex,
     ChangeFeedOptions,
     ReadOptions,
     change_feed_requested,
@@ -55,6 +56,7 @@ class SessionDefaults:
     app_id: str | None = None
     parallelism: int = 2
     auto_compact: AutoCompact = field(default_factory=AutoCompact)  # spark.lance.autoCompact.*
+    auto_index: AutoIndex = field(default_factory=AutoIndex)  # spark.lance.autoIndex.*
 
 
 class LanceDataSource(DataSource):
@@ -154,6 +156,7 @@ class LanceDataSource(DataSource):
             self.options,
             session_storage=self.defaults.storage,
             session_auto_compact=self.defaults.auto_compact,
+            session_auto_index=self.defaults.auto_index,
         )
         uri = dataset.branch_location(
             self._require_write_uri(opts.uri), opts.branch, storage=opts.storage
@@ -167,6 +170,7 @@ class LanceDataSource(DataSource):
                 storage=opts.storage,
                 app_id=self.defaults.app_id or opts.spark_app_id,
                 auto_compact=opts.auto_compact,
+                auto_index=opts.auto_index,
                 max_rows_per_file=opts.max_rows_per_file,
                 user_metadata=opts.user_metadata,
                 statement_id=opts.statement_id,
@@ -186,6 +190,7 @@ class LanceDataSource(DataSource):
             self.options,
             session_storage=self.defaults.storage,
             session_auto_compact=self.defaults.auto_compact,
+            session_auto_index=self.defaults.auto_index,
             streaming=True,
         )
         uri = self._require_write_uri(opts.uri, streaming=True)

@@ -41,8 +41,8 @@ from lance.indices import IndicesBuilder
 from lance_spark.errors import InvalidOptionError, JobClosedError
 from lance_spark.source import commit as _commit
 from lance_spark.source import staging
-from lance_spark.source.dataset import open_version
-from lance_spark.source.write_jobs import TaskResult
+from lance_spark.source.dataset import open_latest, open_version
+from lance_spark.source.write_jobs import StagedJob, TaskResult
 
 _log = logging.getLogger(__name__)
 
@@ -328,6 +328,134 @@ def commit_build(
         if plan.operation == CREATE:
             save_model(plan.uri, build, uuids, storage=storage)
     return version
+
+
+# --- optimize: the fragments appended since ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    """An optimize's plan: the builds of one job (``plan``), the indexes left to Lance's own
+    optimize (``by_lance``: their parameters or model are unknown here) and the indexes asked
+    for (``names``)."""
+
+    plan: BuildPlan
+    by_lance: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+def plan_upkeep(
+    ds: lance.LanceDataset,
+    uri: str,
+    names: Sequence[str] | None,
+    *,
+    retrain: bool,
+    tasks: int,
+    storage: Mapping[str, str],
+) -> Upkeep:
+    """Plan an optimize of the indexes ``names`` (None: every index) of ``ds``: index the
+    fragments appended since each was built (``retrain``: build each again, its vector model
+    trained again, replacing its segments)."""
+    described = {str(d.name): d for d in ds.describe_indices()}
+    wanted = sorted(described) if names is None else list(names)
+    unknown = [n for n in wanted if n not in described]
+    if unknown:
+        raise InvalidOptionError(
+            f"index {unknown[0]!r} does not exist in the Lance table at {uri!r}; "
+            f"indexes: {', '.join(sorted(described)) or 'none'}"
+        )
+    builds = []
+    by_lance = []
+    for name in wanted:
+        d = described[name]
+        fragments = None if retrain else unindexed_fragments(ds, name)
+        if fragments == []:
+            continue
+        kept = load_model(ds, uri, name, storage=storage)
+        kind = lance_kind(str(d.index_type))
+        if kept is not None:
+            spec, model = kept
+        elif kind in PLAIN_SCALAR:
+            spec, model = IndexSpec(name, str(d.field_names[0]), kind), None
+        else:
+            by_lance.append(name)
+            continue
+        if retrain:
+            model = train(ds, spec)
+        groups = fragment_groups(ds, fragments, tasks=tasks)
+        replaces = tuple(segment_uuids(ds, name)) if retrain else ()
+        builds.append(IndexBuild(spec, groups, model, replaces))
+    operation = CREATE if retrain else OPTIMIZE
+    plan = BuildPlan(uri, int(ds.version), tuple(builds), operation)
+    return Upkeep(plan, tuple(by_lance), tuple(wanted))
+
+
+def optimize_by_lance(
+    uri: str, names: Sequence[str], *, retrain: bool, storage: Mapping[str, str]
+) -> None:
+    """Lance's own optimize (in this process) of indexes whose parameters are unknown here."""
+    for name in names:
+        ds = open_latest(uri, storage=storage)
+        if retrain:
+            ds.optimize.optimize_indices(index_names=[name], retrain=True)
+        elif unindexed_fragments(ds, name):
+            ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=0)
+
+
+def maybe_auto_index(
+    uri: str,
+    version: int,
+    *,
+    min_rows: int,
+    storage: Mapping[str, str],
+    app_id: str | None,
+    what: str = "write",
+) -> int | None:
+    """After a ``what`` committed ``version`` (autoIndex): index the rows no index covers yet,
+    as a version of its own, when an index has at least ``min_rows`` of them. This runs where
+    the write commits (a Python process of the driver, without a Spark session), so the
+    segments are built here, one after another, in a staged job like a Spark job's. Never
+    raises: the ``what`` stands, and a failure is a warning. The version made, or None."""
+    try:
+        ds = open_latest(uri, storage=storage)
+        behind = [
+            str(d.name)
+            for d in ds.describe_indices()
+            if coverage(ds, str(d.name)).unindexed_rows >= min_rows
+        ]
+        if not behind:
+            return None
+        upkeep = plan_upkeep(ds, uri, behind, retrain=False, tasks=1, storage=storage)
+        done = None
+        if upkeep.plan.tasks():
+            job = StagedJob.begin(uri, read_version=upkeep.plan.read_version, storage=storage)
+            with job:
+                segments = [
+                    s
+                    for b, g in upkeep.plan.tasks()
+                    for s in build_segment(
+                        uri,
+                        upkeep.plan.read_version,
+                        upkeep.plan.builds[b],
+                        g,
+                        storage=storage,
+                        job_id=job.job_id,
+                    ).indices
+                ]
+                done = commit_build(upkeep.plan, segments, storage=storage, app_id=app_id)
+        optimize_by_lance(uri, upkeep.by_lance, retrain=False, storage=storage)
+    except Exception as err:  # noqa: BLE001  (the commit stands; indexing is a bonus)
+        _log.warning(
+            "auto index of %s after version %d failed; the %s is committed, its rows are "
+            "searched without the index until the next optimizeIndices: %s",
+            uri,
+            version,
+            what,
+            err,
+        )
+        return None
+    _log.info("auto index of %s after version %d: %s, version %s", uri, version, behind, done)
+    return done
 
 
 # --- what an index is and covers ----------------------------------------------------------------

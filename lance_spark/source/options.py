@@ -411,6 +411,26 @@ AUTO_COMPACT_MIN_NUM_FILES = _option(
     "at least 1",
     default=f"`{AUTO_COMPACT_MIN_NUM_FILES_CONF}`, else {DEFAULT_AUTO_COMPACT_MIN_NUM_FILES}",
 )
+# Auto indexing after a write: index the appended rows (a version of its own) when one of the
+# table's indexes leaves at least autoIndex.minRows rows unindexed. Write options, with session
+# defaults from these confs (read by register).
+DEFAULT_AUTO_INDEX = False
+DEFAULT_AUTO_INDEX_MIN_ROWS = 100_000
+AUTO_INDEX_CONF = "spark.lance.autoIndex.enabled"
+AUTO_INDEX_MIN_ROWS_CONF = "spark.lance.autoIndex.minRows"
+AUTO_INDEX = _option(
+    "autoIndex",
+    ANY_WRITE,
+    "after the commit, index the rows an index of the table does not cover when they are "
+    "at least `autoIndex.minRows` (see [Indexes](../table-api.md))",
+    default=f"`{AUTO_INDEX_CONF}`, else false",
+)
+AUTO_INDEX_MIN_ROWS = _option(
+    "autoIndex.minRows",
+    ANY_WRITE,
+    "at least 1",
+    default=f"`{AUTO_INDEX_MIN_ROWS_CONF}`, else {DEFAULT_AUTO_INDEX_MIN_ROWS}",
+)
 # --- streaming read keys (spark.readStream; Delta's names) --------------------------------
 MAX_FILES_PER_TRIGGER = _option(  # Lance fragments per micro-batch
     "maxFilesPerTrigger",
@@ -546,6 +566,16 @@ class AutoCompact:
 
 
 @dataclass(frozen=True)
+class AutoIndex:
+    """Whether a write indexes the rows its table's indexes do not cover after committing,
+    and from how many such rows on (write options autoIndex / autoIndex.minRows, session
+    confs spark.lance.autoIndex.enabled / spark.lance.autoIndex.minRows)."""
+
+    enabled: bool = DEFAULT_AUTO_INDEX
+    min_rows: int = DEFAULT_AUTO_INDEX_MIN_ROWS
+
+
+@dataclass(frozen=True)
 class WriteOptions:
     """Parsed options of ``df.write.format("lance")``."""
 
@@ -575,6 +605,7 @@ class WriteOptions:
     replace_where: str | None = None
     overwrite_schema: bool = False
     auto_compact: AutoCompact = AutoCompact()
+    auto_index: AutoIndex = AutoIndex()
     storage: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
@@ -726,11 +757,13 @@ def parse_write_options(
     *,
     session_storage: Mapping[str, str] | None = None,
     session_auto_compact: AutoCompact | None = None,
+    session_auto_index: AutoIndex | None = None,
     streaming: bool = False,
 ) -> WriteOptions:
     """Validate and parse write options (keys compared case-insensitively); ``streaming``:
     the options of ``writeStream`` (no txnAppId / txnVersion: the batch id is the version).
-    ``session_auto_compact``: the session's auto compaction, which the options override."""
+    ``session_auto_compact`` / ``session_auto_index``: the session's auto compaction and
+    indexing, which the options override."""
     opts = _lower(options)
     vector_keys = {k for k in opts if k.endswith(VECTOR_SIZE_SUFFIX)}
     known = STREAM_WRITE_KEYS if streaming else WRITE_KEYS
@@ -770,6 +803,7 @@ def parse_write_options(
         replace_where=replace_where,
         overwrite_schema=overwrite_schema,
         auto_compact=_auto_compact(opts, session_auto_compact or AutoCompact()),
+        auto_index=_auto_index(opts, session_auto_index or AutoIndex()),
     )
 
 
@@ -821,6 +855,38 @@ def parse_auto_compact_conf(conf: Mapping[str, object]) -> AutoCompact:
                 "number of fragments, at least 1"
             )
     return AutoCompact(enabled=flag, min_num_files=number)
+
+
+def _auto_index(opts: Mapping[str, str], session: AutoIndex) -> AutoIndex:
+    return AutoIndex(
+        enabled=_bool(opts, AUTO_INDEX, default=session.enabled),
+        min_rows=_positive_int(opts, AUTO_INDEX_MIN_ROWS, session.min_rows),
+    )
+
+
+def parse_auto_index_conf(conf: Mapping[str, object]) -> AutoIndex:
+    """The session's auto indexing from its Spark conf (``spark.lance.autoIndex.*``); a bad
+    value is an :class:`InvalidOptionError` naming the conf."""
+    enabled = conf.get(AUTO_INDEX_CONF)
+    flag = DEFAULT_AUTO_INDEX
+    if enabled is not None:
+        text = str(enabled).strip().lower()
+        if text not in _TRUE | _FALSE:
+            raise InvalidOptionError(
+                f"Spark conf {AUTO_INDEX_CONF}={enabled!r} must be true or false"
+            )
+        flag = text in _TRUE
+    minimum = conf.get(AUTO_INDEX_MIN_ROWS_CONF)
+    number = DEFAULT_AUTO_INDEX_MIN_ROWS
+    if minimum is not None:
+        text = str(minimum).strip()
+        number = int(text) if text.isdigit() else 0
+        if number < 1:
+            raise InvalidOptionError(
+                f"Spark conf {AUTO_INDEX_MIN_ROWS_CONF}={minimum!r} must be a whole number of "
+                "rows, at least 1"
+            )
+    return AutoIndex(enabled=flag, min_rows=number)
 
 
 def _replace_where(opts: Mapping[str, str]) -> str | None:

@@ -36,9 +36,9 @@ from lance_spark.errors import ConcurrentModificationError, CorruptTableError, L
 from lance_spark.source import commit as _commit
 from lance_spark.source import compaction as _compaction
 from lance_spark.source import conflicts as _conflicts
-from lance_spark.source import dataset, staging
+from lance_spark.source import dataset, index_builds, staging
 from lance_spark.source import types as _types
-from lance_spark.source.options import DEFAULT_MAX_ROWS_PER_FILE, AutoCompact
+from lance_spark.source.options import DEFAULT_MAX_ROWS_PER_FILE, AutoCompact, AutoIndex
 from lance_spark.source.write_jobs import ErrorRelay, StagedJob, TaskResult, combine, delete_rows
 
 _log = logging.getLogger(__name__)
@@ -525,6 +525,7 @@ class RowLevelWriter(DataSourceArrowWriter):
     storage: Mapping[str, str] = field(repr=False)
     app_id: str | None
     auto_compact: AutoCompact
+    auto_index: AutoIndex = field(default_factory=AutoIndex)
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -556,6 +557,15 @@ class RowLevelWriter(DataSourceArrowWriter):
                 self.target.uri,
                 version,
                 min_num_files=self.auto_compact.min_num_files,
+                storage=self.storage,
+                app_id=self.app_id,
+                what="change",
+            )
+        if self.auto_index.enabled:
+            index_builds.maybe_auto_index(
+                self.target.uri,
+                version,
+                min_rows=self.auto_index.min_rows,
                 storage=self.storage,
                 app_id=self.app_id,
                 what="change",
@@ -606,6 +616,7 @@ def plan_writer(
     app_id: str | None,
     auto_compact: AutoCompact,
     max_rows_per_file: int,
+    auto_index: AutoIndex | None = None,
     user_metadata: str | None = None,
     statement_id: str | None = None,
     parameters: Mapping[str, str] | None = None,
@@ -642,6 +653,7 @@ def plan_writer(
         storage=dict(storage),
         app_id=app_id,
         auto_compact=auto_compact,
+        auto_index=auto_index or AutoIndex(),
         max_rows_per_file=max_rows_per_file,
     )
     StagedJob.begin(uri, read_version=version, storage=storage, job_id=writer.job_id)

@@ -31,7 +31,14 @@ from lance_spark.errors import (
 )
 from lance_spark.source import commit as _commit
 from lance_spark.source import compaction as _compaction
-from lance_spark.source import dataset, replace_where, staging, transactions, txn_markers
+from lance_spark.source import (
+    dataset,
+    index_builds,
+    replace_where,
+    staging,
+    transactions,
+    txn_markers,
+)
 from lance_spark.source import types as _types
 from lance_spark.source.options import WriteOptions
 from lance_spark.source.transactions import TxnId
@@ -152,6 +159,14 @@ class LanceWriter(DataSourceArrowWriter):
         )
         if version is not None and self.options.auto_compact.enabled:
             self._auto_compact(version)
+        if version is not None and self.options.auto_index.enabled:
+            index_builds.maybe_auto_index(
+                self.uri,
+                version,
+                min_rows=self.options.auto_index.min_rows,
+                storage=self.options.storage,
+                app_id=self.app_id,
+            )
         return version
 
     def _auto_compact(self, version: int) -> None:

@@ -495,49 +495,15 @@ def begin_index_upkeep(
     """Plan an optimize of the indexes ``names`` (None: every index): index the fragments
     appended since each was built (``retrain``: build each again, its vector model trained
     again, replacing its segments)."""
-    ds = table.open()
-    described = {str(d.name): d for d in ds.describe_indices()}
-    wanted = sorted(described) if names is None else list(names)
-    unknown = [n for n in wanted if n not in described]
-    if unknown:
-        raise InvalidOptionError(
-            f"index {unknown[0]!r} does not exist in the Lance table at {table.uri!r}; "
-            f"indexes: {', '.join(sorted(described)) or 'none'}"
-        )
-    builds = []
-    by_lance = []
-    for name in wanted:
-        d = described[name]
-        fragments = None if retrain else index_builds.unindexed_fragments(ds, name)
-        if fragments == []:
-            continue
-        kept = index_builds.load_model(ds, table.uri, name, storage=table.storage)
-        kind = index_builds.lance_kind(str(d.index_type))
-        if kept is not None:
-            spec, model = kept
-        elif kind in index_builds.PLAIN_SCALAR:
-            spec, model = index_builds.IndexSpec(name, str(d.field_names[0]), kind), None
-        else:
-            by_lance.append(name)  # its parameters or model are unknown here
-            continue
-        if retrain:
-            model = index_builds.train(ds, spec)
-        groups = index_builds.fragment_groups(ds, fragments, tasks=tasks)
-        replaces = tuple(index_builds.segment_uuids(ds, name)) if retrain else ()
-        builds.append(index_builds.IndexBuild(spec, groups, model, replaces))
-    operation = index_builds.CREATE if retrain else index_builds.OPTIMIZE
-    plan = index_builds.BuildPlan(table.uri, int(ds.version), tuple(builds), operation)
-    return IndexUpkeep(_begin(table, plan), tuple(by_lance), tuple(wanted))
+    planned = index_builds.plan_upkeep(
+        table.open(), table.uri, names, retrain=retrain, tasks=tasks, storage=table.storage
+    )
+    return IndexUpkeep(_begin(table, planned.plan), planned.by_lance, planned.names)
 
 
 def optimize_by_lance(table: TableContext, names: Sequence[str], *, retrain: bool) -> None:
     """Lance's own optimize, on the driver, for indexes whose parameters are unknown here."""
-    for name in names:
-        ds = table.open()
-        if retrain:
-            ds.optimize.optimize_indices(index_names=[name], retrain=True)
-        elif index_builds.unindexed_fragments(ds, name):
-            ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=0)
+    index_builds.optimize_by_lance(table.uri, names, retrain=retrain, storage=table.storage)
 
 
 def index_upkeep_rows(table: TableContext, upkeep: IndexUpkeep, version: int | None) -> Rows:

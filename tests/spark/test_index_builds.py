@@ -213,3 +213,29 @@ def test_sql_create_index_and_optimize_indexes(spark: SparkSession, table_uri: s
     assert row["numSegments"] == 2 and row["numIndexedRows"] == 1200
     detail = spark.sql(f"DESCRIBE DETAIL lance.`{table_uri}`").collect()[0]
     assert [(i["name"], i["numIndexedRows"]) for i in detail["indexes"]] == [("by_id", 1200)]
+
+
+def test_auto_index_indexes_what_a_write_appends_past_the_threshold(
+    spark: SparkSession, table_uri: str
+) -> None:
+    def append(start: int, n: int, **options: str) -> None:
+        frame = spark.range(start, start + n, numPartitions=2).selectExpr("id", "id % 5 AS k")
+        frame.write.format("lance").mode("append").options(**options).save(table_uri)
+
+    append(0, 400)
+    t = LanceTable.forPath(spark, table_uri)
+    t.createIndex("id", "BTREE")
+    auto = {"autoIndex": "true", "autoIndex.minRows": "250"}
+    append(400, 200, **auto)  # 200 rows behind: under the threshold
+    version = lance.dataset(table_uri).version
+    (row,) = t.listIndices().collect()
+    assert row["numUnindexedRows"] == 200
+    append(600, 100, **auto)  # 300 behind: the write indexes them, a version of its own
+    ds = lance.dataset(table_uri)
+    assert ds.version == version + 2
+    (row,) = t.listIndices().collect()
+    assert (row["numIndexedRows"], row["numUnindexedRows"]) == (700, 0)
+    assert [r.operation for r in t.history(1).collect()] == ["OPTIMIZE INDEX"]
+    assert sorted(
+        r.id for r in spark.read.format("lance").load(table_uri).filter("id >= 650").collect()
+    ) == list(range(650, 700))

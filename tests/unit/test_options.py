@@ -211,6 +211,8 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "overwriteschema": "true",
         "autocompact": "true",
         "autocompact.minnumfiles": "5",
+        "autoindex": "true",
+        "autoindex.minrows": "5",
         "rowleveloperation": "merge",
         "rowlevelversion": "4",
         "rowlevelreadfilter": "`id` IN (1,2)",
@@ -500,3 +502,22 @@ def test_table_operation_is_one_of_the_catalogs_statements() -> None:
         parse_write_options({"tableOperation": "DROP TABLE"})
     with pytest.raises(InvalidOptionError, match="tableOperation"):
         parse_write_options({"tableOperation": "CREATE TABLE AS SELECT"}, streaming=True)
+
+
+def test_auto_index_from_options_and_session_conf() -> None:
+    from lance_spark.source.options import AutoIndex, parse_auto_index_conf
+
+    assert parse_auto_index_conf({}) == AutoIndex(enabled=False, min_rows=100_000)
+    session = parse_auto_index_conf(
+        {"spark.lance.autoIndex.enabled": "TRUE", "spark.lance.autoIndex.minRows": "10"}
+    )
+    assert session == AutoIndex(enabled=True, min_rows=10)
+    opts = parse_write_options({"path": "/t", "autoIndex.minRows": "7"}, session_auto_index=session)
+    assert opts.auto_index == AutoIndex(enabled=True, min_rows=7)
+    assert parse_write_options({"path": "/t", "AUTOINDEX": "false"}).auto_index.enabled is False
+    with pytest.raises(InvalidOptionError, match=r"spark.lance.autoIndex.minRows='0'.*at least 1"):
+        parse_auto_index_conf({"spark.lance.autoIndex.minRows": "0"})
+    with pytest.raises(InvalidOptionError, match=r"spark.lance.autoIndex.enabled='maybe'"):
+        parse_auto_index_conf({"spark.lance.autoIndex.enabled": "maybe"})
+    with pytest.raises(InvalidOptionError, match="autoIndex"):
+        parse_write_options({"path": "/t", "autoIndex": "perhaps"})
