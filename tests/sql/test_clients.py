@@ -291,14 +291,22 @@ def test_optimize_indexes_and_properties_through_every_client(
         f"DESCRIBE TABLE EXTENDED {name}",  # 11
         f"SELECT label FROM {name} WHERE id = 7",  # 12
         f"DESCRIBE HISTORY {name} LIMIT 1",  # 13
+        f"INSERT INTO {name} VALUES (12, 'v0'), (13, 'v1')",
+        f"OPTIMIZE {name} INDEXES",  # 15: the inserted fragment into both indexes
+        f"OPTIMIZE {name} INDEX id_idx",  # 16: nothing left to do
     ]
     results = _script_then_drop(sql_client, statements, name)
     dataset = lance.dataset(str(path))
+    inserted = len(dataset.get_fragments()) - 1
+    optimized = [(r[0], r[2], r[3], r[4]) for r in rows_as_text(results[15])]
+    assert optimized == [(n, str(inserted), "14", "0") for n in ("id_idx", "label_text")]
+    assert [(r[0], r[2], r[6]) for r in rows_as_text(results[16])] == [("id_idx", "0", "NULL")]
+    assert dataset.stats.index_stats("id_idx")["num_unindexed_rows"] == 0
     # OPTIMIZE: four fragments into one (pylance), the same rows; the second has nothing to do.
     assert rows_as_text(results[2]) == [("4", "1", "4", "1", "6")]
     assert rows_as_text(results[3]) == [("0", "0", "0", "0", "NULL")]
-    assert len(dataset.get_fragments()) == 1
-    assert dataset.to_table().sort_by("id").to_pydict() == before
+    assert dataset.get_fragments()[0].count_rows() == 12  # the INSERT's come after
+    assert dataset.to_table(filter="id < 12").sort_by("id").to_pydict() == before
     indexes = {d.name: str(d.index_type) for d in dataset.describe_indices()}
     assert sorted(indexes) == ["id_idx", "label_text"]
     assert "Inverted" in indexes["label_text"] and "BTree" in indexes["id_idx"]
