@@ -500,3 +500,10 @@ def test_table_operation_is_one_of_the_catalogs_statements() -> None:
         parse_write_options({"tableOperation": "DROP TABLE"})
     with pytest.raises(InvalidOptionError, match="tableOperation"):
         parse_write_options({"tableOperation": "CREATE TABLE AS SELECT"}, streaming=True)
+
+
+def test_blob_encoding_is_a_per_column_write_option() -> None:
+    opts = parse_write_options({"path": "/t", "image.lance.encoding": "blob"})
+    assert opts.blob_columns == ("image",)
+    with pytest.raises(InvalidOptionError, match=r"image.lance.encoding='gzip'.*encodings: blob"):
+        parse_write_options({"path": "/t", "image.lance.encoding": "gzip"})
