@@ -208,6 +208,7 @@ CASES: list[tuple[str, str, Callable[[Any], Any], Any, type[Exception]]] = [
     ("addColumn", "colName", lambda v: _builder().addColumn(v, "int"), "", V),
     ("addColumn", "dataType", lambda v: _builder().addColumn("x", v), 3, T),
     ("addColumn", "dataType", lambda v: _builder().addColumn("x", v), "", V),
+    ("addColumn", "blob", lambda v: _builder().addColumn("x", "binary", blob=v), "yes", T),
     ("addColumn", "nullable", lambda v: _builder().addColumn("x", "int", nullable=v), "no", T),
     ("addColumn", "comment", lambda v: _builder().addColumn("x", "int", comment=v), 5, T),
     ("addColumns", "cols", lambda v: _builder().addColumns(v), 42, T),
