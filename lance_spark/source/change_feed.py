@@ -299,7 +299,12 @@ def _rows(
             raise LanceSparkError(f"version {ds.version} of {reader.uri!r} has no fragment {i}")
         fragments.append(fragment)
     with dataset.reading_data(reader.uri, ds, list(fragment_ids), storage=reader.storage):
-        return ds.scanner(fragments=fragments, columns=columns, with_row_id=True).to_table()
+        return ds.scanner(
+            fragments=fragments,
+            columns=columns,
+            with_row_id=True,
+            blob_handling=_types.BLOB_HANDLING,
+        ).to_table()
 
 
 def _deleted_rows(
@@ -328,6 +333,7 @@ def _deleted_rows(
                 with_row_id=True,
                 with_row_address=True,
                 batch_size=reader.batch_size,
+                blob_handling=_types.BLOB_HANDLING,
             )
             for batch in scan.to_batches():
                 lost = pc.is_in(batch.column("_rowaddr"), value_set=gone)

@@ -287,6 +287,23 @@ ENABLE_STABLE_ROW_IDS = _option(
 _java_tuning(("use_queued_write_buffer", "queue_depth"), ANY_WRITE)
 # `<col>.arrow.fixed-size-list.size`: the option name lance-spark (Java) users know.
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
+# `<col>.lance.encoding=blob`: binary column <col> as a Lance blob column (the Java lance-spark
+# connector's name; the column metadata key is `lance-encoding:blob`).
+BLOB_ENCODING_SUFFIX = ".lance.encoding"
+BLOB_ENCODINGS = ("blob",)
+# The per-column options (`<col><suffix>`), as the options reference lists them.
+COLUMN_OPTIONS: tuple[tuple[str, str], ...] = (
+    (
+        VECTOR_SIZE_SUFFIX,
+        "make array column `<col>` a vector (`fixed_size_list`) of that length when creating "
+        "the table",
+    ),
+    (
+        BLOB_ENCODING_SUFFIX,
+        "`blob`: make binary column `<col>` a Lance blob column when creating the table (see "
+        "[Blob columns](../writing.md#blob-columns)); on append the table's column must be one",
+    ),
+)
 # Idempotent batch writes (Delta's names): skip a write already committed for (app, version).
 TXN_APP_ID = _option(
     "txnAppId",
@@ -488,10 +505,8 @@ def reference_table() -> str:
         names = ", ".join(f"`{n}`" for n in (o.name, *o.aliases))
         side = o.side or _SIDES[o.kinds]
         rows.append(f"| {names} | {side} | {o.default} | {o.doc} |")
-    rows.append(
-        "| `<col>.arrow.fixed-size-list.size` | write | | make array column `<col>` a vector "
-        "(`fixed_size_list`) of that length when creating the table |"
-    )
+    for suffix, doc in COLUMN_OPTIONS:
+        rows.append(f"| `<col>{suffix}` | write | | {doc} |")
     rows.append("| `storage.<key>` | both | | Lance storage option `<key>` |")
     return "\n".join(rows) + "\n"
 
@@ -584,6 +599,8 @@ class WriteOptions:
     merge_schema: bool = False
     user_metadata: str | None = None
     vector_sizes: Mapping[str, int] = field(default_factory=dict)
+    # `<col>.lance.encoding=blob` options: the columns (as given, Spark lower-cases them).
+    blob_columns: tuple[str, ...] = ()
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     max_rows_per_group: int = DEFAULT_MAX_ROWS_PER_GROUP
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE
@@ -765,10 +782,10 @@ def parse_write_options(
     ``session_auto_compact`` / ``session_auto_index``: the session's auto compaction and
     indexing, which the options override."""
     opts = _lower(options)
-    vector_keys = {k for k in opts if k.endswith(VECTOR_SIZE_SUFFIX)}
+    column_keys = {k for k in opts if k.endswith((VECTOR_SIZE_SUFFIX, BLOB_ENCODING_SUFFIX))}
     known = STREAM_WRITE_KEYS if streaming else WRITE_KEYS
     kind = "streaming write" if streaming else "write"
-    _check_known({k: v for k, v in opts.items() if k not in vector_keys}, known, kind)
+    _check_known({k: v for k, v in opts.items() if k not in column_keys}, known, kind)
     app_id, txn_version = _txn(opts)
     row_level = _row_level(opts)
     replace_where = _replace_where(opts)
@@ -794,6 +811,7 @@ def parse_write_options(
         merge_schema=_bool(opts, MERGE_SCHEMA, default=False),
         user_metadata=opts.get(USER_METADATA),
         vector_sizes=_vector_sizes(opts),
+        blob_columns=_blob_columns(opts),
         max_rows_per_file=_positive_int(opts, MAX_ROWS_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE),
         max_rows_per_group=_positive_int(opts, MAX_ROWS_PER_GROUP, DEFAULT_MAX_ROWS_PER_GROUP),
         max_bytes_per_file=_positive_int(opts, MAX_BYTES_PER_FILE, DEFAULT_MAX_BYTES_PER_FILE),
@@ -1270,6 +1288,21 @@ def _vector_sizes(options: Mapping[str, str]) -> dict[str, int]:
             )
         sizes[column] = size
     return sizes
+
+
+def _blob_columns(options: Mapping[str, str]) -> tuple[str, ...]:
+    columns = []
+    for key, value in options.items():
+        if not str(key).lower().endswith(BLOB_ENCODING_SUFFIX):
+            continue
+        column = str(key)[: -len(BLOB_ENCODING_SUFFIX)]
+        if not column or str(value).strip().lower() not in BLOB_ENCODINGS:
+            raise InvalidOptionError(
+                f"option {key}={value!r}: expected <column>{BLOB_ENCODING_SUFFIX}=<encoding>, "
+                f"encodings: {', '.join(BLOB_ENCODINGS)}"
+            )
+        columns.append(column)
+    return tuple(columns)
 
 
 def _storage(opts: Mapping[str, str], session_storage: Mapping[str, str] | None) -> dict[str, str]:

@@ -366,6 +366,9 @@ def _scan(
         "batch_size": batch_size,
         "with_row_id": "_rowid" in meta,
         "with_row_address": "_rowaddr" in meta or "_fragid" in meta,
+        # Blob columns as their bytes (not Lance's position / size descriptions); a scan
+        # that does not project them never reads them.
+        "blob_handling": _types.BLOB_HANDLING,
     }
     if limit is not None:  # each scanner stops early; read() caps the total
         kwargs["limit"] = limit

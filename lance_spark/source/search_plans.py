@@ -35,6 +35,7 @@ from lance_spark.source import dataset
 from lance_spark.source.datasource import normalise_uri
 from lance_spark.source.options import TimeTravel
 from lance_spark.source.types import (
+    BLOB_HANDLING,
     arrow_read_schema,
     conform_read_batch,
     spark_schema_from_arrow,
@@ -230,6 +231,7 @@ def search_table(
         "filter": plan.filter,
         "prefilter": plan.filter is not None,
         "disable_scoring_autoprojection": True,
+        "blob_handling": BLOB_HANDLING,  # blob columns as their bytes
     }
     if plan.text is not None:
         query: dict[str, Any] = {"query": plan.text}

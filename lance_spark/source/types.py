@@ -33,6 +33,9 @@ Type map (Lance/Arrow -> Spark -> Arrow type of read batches)::
     dictionary<_, v>                      type of v             read type of v
     null                                  NullType              null
     extension arrow.json / arrow.uuid     StringType/BinaryType string / binary
+    Lance blob column (extension          BinaryType            binary (scanned with
+      lance.blob.v2, or large_binary                              blob_handling="all_binary")
+      with lance-encoding:blob metadata)
     anything else (duration[ns], decimal precision > 38, intervals, other extensions):
     UnsupportedTypeError naming the column (dotted path) and the Arrow type.
 
@@ -98,6 +101,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,12 +137,16 @@ from pyspark.sql.types import (
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 
 __all__ = [
+    "BLOB_ENCODING_KEY",
+    "BLOB_HANDLING",
     "READ_TIMEZONE",
     "arrow_read_schema",
     "arrow_schema_for_new_table",
+    "blob_columns",
     "check_column_names",
     "conform_read_batch",
     "conform_write_batch",
+    "is_blob_field",
     "reconcile_write_schema",
     "spark_schema_from_arrow",
 ]
@@ -147,6 +155,13 @@ __all__ = [
 READ_TIMEZONE = "UTC"
 #: Field metadata the JVM puts on TIME columns of write batches.
 _TIME_PRECISION_KEY = b"SPARK::time::precision"
+#: Field metadata of a Lance blob column (legacy form; Lance's file format 2.2 and later
+#: store the column as the extension type below, which a field with this key becomes).
+BLOB_ENCODING_KEY = b"lance-encoding:blob"
+#: The extension type of a Lance blob column (blob v2, file format 2.2 and later).
+_BLOB_EXTENSION = "lance.blob.v2"
+#: How scans return blob columns: their bytes (a plain scan returns position / size structs).
+BLOB_HANDLING: Literal["all_binary"] = "all_binary"
 #: Extension types read as their storage type (values are exactly the storage values).
 _READABLE_EXTENSIONS = frozenset({"arrow.json", "arrow.uuid"})
 _MAX_SPARK_DECIMAL_PRECISION = 38
@@ -258,6 +273,8 @@ def _spark_field(field: pa.Field, path: str) -> StructField:
 
 
 def _spark_type(t: pa.DataType, path: str) -> DataType:
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name == _BLOB_EXTENSION:
+        return BinaryType()  # scans return the bytes (BLOB_HANDLING); the type is unhashable
     simple = _SIMPLE_TYPES.get(t)
     if simple is not None and not isinstance(t, pa.BaseExtensionType):
         return simple
@@ -526,13 +543,17 @@ def _check_writable(data_type: DataType, path: str) -> None:
         _check_writable(data_type.valueType, f"{path}.value")
 
 
-def arrow_schema_for_new_table(schema: pa.Schema, *, vector_sizes: Mapping[str, int]) -> pa.Schema:
+def arrow_schema_for_new_table(
+    schema: pa.Schema, *, vector_sizes: Mapping[str, int], blobs: Sequence[str] = ()
+) -> pa.Schema:
     """The Arrow schema of a new Lance table created from Spark batches with ``schema``.
 
     Types are kept, except: timestamps with a zone are stored in UTC (the session zone is the
     writer's, not the data's), TIME columns take the narrowest unit that holds their Spark
-    precision, field metadata is dropped, and the columns named in ``vector_sizes`` (the
-    ``<col>.arrow.fixed-size-list.size`` options) become ``fixed_size_list<..., n>``.
+    precision, field metadata is dropped, the columns named in ``vector_sizes`` (the
+    ``<col>.arrow.fixed-size-list.size`` options) become ``fixed_size_list<..., n>`` and the
+    binary columns named in ``blobs`` (the ``<col>.lance.encoding=blob`` options) Lance blob
+    columns (:func:`as_blob_columns`).
     """
     check_column_names(schema)
     sizes = _vector_columns(schema, vector_sizes)
@@ -542,7 +563,55 @@ def arrow_schema_for_new_table(schema: pa.Schema, *, vector_sizes: Mapping[str, 
         if field.name in sizes:
             stored = _as_vector(stored, sizes[field.name])
         fields.append(stored)
-    return pa.schema(fields)
+    return as_blob_columns(pa.schema(fields), blobs)
+
+
+def is_blob_field(field: pa.Field) -> bool:
+    """Whether ``field`` is a Lance blob column (either form: the blob v2 extension type, or
+    ``large_binary`` with ``lance-encoding:blob`` metadata)."""
+    t = field.type
+    if isinstance(t, pa.BaseExtensionType):
+        return bool(t.extension_name == _BLOB_EXTENSION)
+    return _is_binary(t) and (field.metadata or {}).get(BLOB_ENCODING_KEY) == b"true"
+
+
+def blob_columns(schema: pa.Schema) -> list[str]:
+    """The names of the blob columns of ``schema`` (top-level: Lance has no nested blobs)."""
+    return [f.name for f in schema if is_blob_field(f)]
+
+
+def as_blob_columns(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """``schema`` with the binary columns ``columns`` (matched case-insensitively when unique)
+    as Lance blob columns: ``large_binary`` with ``lance-encoding:blob`` metadata, the form
+    every Lance file format takes (2.2 and later store it as blob v2).
+
+    Raises :class:`SchemaMismatchError` for a column ``schema`` lacks and
+    :class:`InvalidOptionError` for one that is not binary, naming it and its type.
+    """
+    wanted = set()
+    for column in columns:
+        name = _resolve_name(column, schema.names, "")
+        if name is None:
+            raise SchemaMismatchError(
+                f"option {column}.lance.encoding=blob names column {column!r}, which the "
+                f"written data does not have; columns: {', '.join(schema.names)}"
+            )
+        field = schema.field(name)
+        if not is_blob_field(field) and not (
+            pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)
+        ):
+            raise InvalidOptionError(
+                f"option {column}.lance.encoding=blob: column {name!r} has type {field.type}; "
+                "only a binary column can be a blob column"
+            )
+        wanted.add(name)
+    fields = [
+        pa.field(f.name, pa.large_binary(), f.nullable, {BLOB_ENCODING_KEY: b"true"})
+        if f.name in wanted and not is_blob_field(f)
+        else f
+        for f in schema
+    ]
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def reconcile_write_schema(
@@ -807,6 +876,10 @@ def _check_cast(src: pa.DataType, dst: pa.DataType, path: str) -> None:
         return _check_cast(src, dst.value_type, path)
     if isinstance(src, pa.BaseExtensionType):
         return _check_cast(src.storage_type, dst, path)
+    if isinstance(dst, pa.BaseExtensionType) and dst.extension_name == _BLOB_EXTENSION:
+        if not _is_binary(src):
+            raise _mismatch(path, src, dst, "a blob column takes binary values")
+        return None
     if isinstance(dst, pa.BaseExtensionType):
         return _check_cast(src, dst.storage_type, path)
     if pa.types.is_map(src) and pa.types.is_map(dst):
@@ -876,6 +949,9 @@ def _to_write_array(arr: pa.Array, field: pa.Field, path: str) -> pa.Array:
     if _identical(arr.type, dst):
         _check_nulls(arr, field, path)
         return arr
+    if isinstance(dst, pa.BaseExtensionType) and dst.extension_name == _BLOB_EXTENSION:
+        _check_nulls(arr, field, path)
+        return _blob_array(arr, dst, path)
     _check_cast(arr.type, dst, path)
     # Cast with every nested field nullable, check nulls ourselves, then take the table's
     # flags: pyarrow's own check also rejects nulls in the children of null structs (Spark
@@ -908,6 +984,20 @@ def _cast_for_write(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
         raise _mismatch(path, src, dst, str(e)) from e
     _check_half_floats(arr, out, path)
     return out
+
+
+def _blob_array(arr: pa.Array, dst: pa.BaseExtensionType, path: str) -> pa.Array:
+    """Binary ``arr`` as values of a blob v2 column (``dst``): its bytes inline in the
+    storage struct's ``data`` child, its other children (external blob references) null."""
+    if not _is_binary(arr.type):
+        raise _mismatch(path, arr.type, dst, "a blob column takes binary values")
+    storage = dst.storage_type
+    children = [
+        pc.cast(arr, f.type) if f.name == "data" else pa.nulls(len(arr), f.type) for f in storage
+    ]
+    mask = arr.is_null() if arr.null_count else None
+    struct = pa.StructArray.from_arrays(children, fields=list(storage), mask=mask)
+    return pa.ExtensionArray.from_storage(dst, struct)
 
 
 def _no_list_values(arr: pa.Array) -> bool:

@@ -627,6 +627,8 @@ def _plan(
     latest = dataset.latest_or_none(uri, storage=storage)
     if latest is not None and not (overwrite and options.overwrite_schema):
         _types.check_same_udts(spark_schema, latest.schema)
+    if latest is not None and not (overwrite and options.overwrite_schema):
+        _check_blob_columns(latest.schema, options.blob_columns, uri=uri)
     if latest is not None and overwrite and not options.overwrite_schema:
         return _plan_overwrite(uri, latest, incoming, vector_sizes, options, app_id)
     if latest is not None and not overwrite:
@@ -640,12 +642,16 @@ def _plan(
             mode = WriteMode.APPEND_NEW_COLUMNS
         return LanceWriter(uri, mode, int(latest.version), target, options, app_id)
     # A new table, or an overwrite with overwriteSchema: the incoming schema. An overwrite
-    # keeps the table's vector columns as vectors unless told otherwise.
+    # keeps the table's vector columns as vectors, and its blob columns blobs, unless told
+    # otherwise.
+    blobs = list(options.blob_columns)
     if latest is not None:
         vector_sizes = {**_vector_columns(latest.schema, incoming), **vector_sizes}
+        blobs += [n for n in _types.blob_columns(latest.schema) if n in incoming.names]
     target = _types.arrow_schema_for_new_table(incoming, vector_sizes=vector_sizes)
     if nullable_columns:
         target = _types.nullable_schema(target)
+    target = _types.as_blob_columns(target, blobs)  # after nullable_schema: it drops metadata
     target = _types.with_udts(target, spark_schema)
     if latest is None:
         return LanceWriter(uri, WriteMode.CREATE, None, target, options, app_id)
@@ -680,6 +686,24 @@ def _plan_overwrite(
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)
     replace_where.check_predicate(ds, predicate, uri=uri)
     return LanceWriter(uri, WriteMode.REPLACE_WHERE, int(ds.version), target, options, app_id)
+
+
+def _check_blob_columns(table: pa.Schema, columns: Sequence[str], *, uri: str) -> None:
+    """A write that keeps the table's schema (append, overwrite without overwriteSchema) writes
+    blobs into the table's blob columns only: `<col>.lance.encoding=blob` for another column
+    is an error naming it (its encoding is fixed when the table is created)."""
+    blobs = _types.blob_columns(table)
+    by_lower = {n.lower(): n for n in table.names}
+    for column in columns:
+        name = column if column in table.names else by_lower.get(column.lower())
+        if name is None or name in blobs:
+            continue  # a column the table lacks: reconciling the schemas names it
+        raise InvalidOptionError(
+            f"option {column}.lance.encoding=blob: column {name!r} of the table at {uri!r} is "
+            f"not a blob column (its encoding is fixed when the table is created; blob "
+            f"columns: {', '.join(blobs) or 'none'}); overwrite with overwriteSchema=true to "
+            "make it one"
+        )
 
 
 def _as_vectors(schema: pa.Schema, sizes: Mapping[str, int]) -> pa.Schema:

@@ -129,6 +129,12 @@ INDEX_NAMES = Kind(
     "an index name or a list of index names", (str, list, tuple), _is_names, " (not empty)"
 )
 STRING_MAP = Kind("a dict with string keys", (Mapping,), _is_string_map, "")
+ROW_NUMBERS = Kind(
+    "a list of row ids or row addresses (ints)",
+    (list, tuple, np.ndarray),
+    lambda v: all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in v),
+    " (every element an int)",
+)
 
 
 def _is_vector(value: list[Any] | tuple[Any, ...] | np.ndarray) -> bool:

@@ -58,6 +58,7 @@ class _Column:
     data_type: DataType | str  # a str is a Spark SQL type, parsed by execute()
     nullable: bool
     comment: str | None
+    blob: bool = False  # a Lance blob column (binary only)
 
 
 TypeParser = Callable[[str], DataType]
@@ -133,6 +134,7 @@ class LanceTableBuilder:
         dataType=arguments.DATA_TYPE,
         nullable=arguments.FLAG,
         comment=arguments.TEXT.orNone(),
+        blob=arguments.FLAG,
     )
     def addColumn(
         self,
@@ -141,10 +143,12 @@ class LanceTableBuilder:
         *,
         nullable: bool = True,
         comment: str | None = None,
+        blob: bool = False,
     ) -> LanceTableBuilder:
         """Add a column: ``dataType`` a Spark ``DataType`` or a Spark SQL type
         (``"bigint"``, ``"array<float>"``, ``"struct<x: int>"``); ``comment`` is kept in the
-        Lance field metadata (``DESCRIBE`` shows it).
+        Lance field metadata (``DESCRIBE`` shows it); ``blob`` makes a binary column a Lance
+        blob column (as the ``<col>.lance.encoding=blob`` write option).
 
         Example::
 
@@ -157,7 +161,7 @@ class LanceTableBuilder:
             )
         declared = [c.name for c in self._columns if isinstance(c, _Column)]
         _check_new_name(colName, declared)
-        self._columns.append(_Column(colName, dataType, nullable, comment))
+        self._columns.append(_Column(colName, dataType, nullable, comment, blob))
         return self
 
     @arguments.checked(cols=arguments.COLUMNS)
@@ -337,7 +341,14 @@ class LanceTableBuilder:
             spark_schema=plain,
             overwrite=replace,
             # A replace declares the table's new columns (Delta's replace).
-            options=WriteOptions(uri=uri, storage=storage, overwrite_schema=replace),
+            options=WriteOptions(
+                uri=uri,
+                storage=storage,
+                overwrite_schema=replace,
+                blob_columns=tuple(
+                    c.name for c in self._columns if isinstance(c, _Column) and c.blob
+                ),
+            ),
             app_id=_spark.app_id(self._spark),
             nullable_columns=False,  # NOT NULL stays, as in CREATE TABLE
         )

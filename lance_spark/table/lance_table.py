@@ -34,6 +34,7 @@ from lance_spark.source.options import BRANCH, MAIN_BRANCH, TimeTravel, parse_ti
 from lance_spark.source.search_plans import plan_search
 from lance_spark.source.session import lance_reader, session_storage
 from lance_spark.table import arguments, changes, history, maintenance, schema
+from lance_spark.table import blobs as _blobs
 from lance_spark.table import branches as _branches
 from lance_spark.table import clone as _clone
 from lance_spark.table import detail as _detail
@@ -355,6 +356,33 @@ class LanceTable:
             t.countRows("label = 'cat'")
         """
         return int(self._open().count_rows(filter))
+
+    @arguments.checked(
+        column=arguments.NAME,
+        ids=arguments.ROW_NUMBERS.orNone(),
+        addresses=arguments.ROW_NUMBERS.orNone(),
+        where=arguments.NAME.orNone(),
+    )
+    def blobs(
+        self,
+        column: str,
+        ids: Sequence[int] | None = None,
+        *,
+        addresses: Sequence[int] | None = None,
+        where: str | None = None,
+    ) -> list[lance.BlobFile | None]:
+        """File-like pylance ``BlobFile`` objects for blob column ``column`` (None for a null
+        value): of the rows with row ids ``ids``, row addresses ``addresses`` or matching the
+        Lance predicate ``where`` (at most one; none: every row). A blob's bytes are read only
+        when asked for (``read()``, ``seek()``, ``size()``), not by this call.
+
+        Example::
+
+            for blob in t.blobs("image", where="label = 'cat'"):
+                with blob as f:
+                    image = PIL.Image.open(f)
+        """
+        return _blobs.take_blobs(self._context, column, ids=ids, addresses=addresses, where=where)
 
     # --- row-level changes ----------------------------------------------------------------------
 

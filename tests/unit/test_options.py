@@ -521,3 +521,10 @@ def test_auto_index_from_options_and_session_conf() -> None:
         parse_auto_index_conf({"spark.lance.autoIndex.enabled": "maybe"})
     with pytest.raises(InvalidOptionError, match="autoIndex"):
         parse_write_options({"path": "/t", "autoIndex": "perhaps"})
+
+
+def test_blob_encoding_is_a_per_column_write_option() -> None:
+    opts = parse_write_options({"path": "/t", "image.lance.encoding": "blob"})
+    assert opts.blob_columns == ("image",)
+    with pytest.raises(InvalidOptionError, match=r"image.lance.encoding='gzip'.*encodings: blob"):
+        parse_write_options({"path": "/t", "image.lance.encoding": "gzip"})

@@ -1224,3 +1224,28 @@ def test_an_append_may_name_case_twins_the_table_already_has() -> None:
     )
     with pytest.raises(SchemaMismatchError, match="'b' and 'B'"):
         reconcile_write_schema(incoming, table, merge_schema=True)
+
+
+def test_blob_columns_are_binary_for_spark_and_take_binary_on_write() -> None:
+    import lance
+
+    from lance_spark.source.types import as_blob_columns, blob_columns, is_blob_field
+
+    incoming = pa.schema([pa.field("id", pa.int64()), pa.field("Img", pa.binary())])
+    marked = as_blob_columns(incoming, ["img"])  # Spark lower-cases option keys
+    assert blob_columns(marked) == ["Img"] and marked.field("Img").type == pa.large_binary()
+    with pytest.raises(InvalidOptionError, match=r"column 'id' has type int64"):
+        as_blob_columns(incoming, ["id"])
+    with pytest.raises(SchemaMismatchError, match=r"'nope'.*columns: id, Img"):
+        as_blob_columns(incoming, ["nope"])
+    v2 = pa.field("Img", lance.blob_array([b"a"]).type)
+    assert is_blob_field(v2)
+    table = pa.schema([incoming.field("id"), v2])
+    assert spark_schema_from_arrow(table)["Img"].dataType == BinaryType()
+    batch = pa.record_batch([pa.array([1, 2]), pa.array([b"xy", None])], schema=incoming)
+    out = conform_write_batch(batch, reconcile_write_schema(incoming, table, merge_schema=False))
+    assert out.column(1).storage.field("data").to_pylist() == [b"xy", None]
+    assert out.column(1).is_null().to_pylist() == [False, True]
+    strings = pa.schema([incoming.field("id"), pa.field("Img", pa.string())])
+    with pytest.raises(SchemaMismatchError, match="blob column takes binary"):
+        reconcile_write_schema(strings, table, merge_schema=False)
