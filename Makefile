@@ -50,8 +50,9 @@ dist: jdk $(STAMP) ## Build the sdist and the wheel (jar included) into dist/, a
 demo: jdk $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with Lance") headless; prints its HTML copy
 	$(PY) notebooks/run_notebook.py notebooks/time_machine.ipynb
 
-bench: jdk $(STAMP) $(JAR) ## side-by-side benchmark against Parquet (writes BENCHMARKS.md)
+bench: jdk $(STAMP) $(JAR) ## side-by-side benchmark against Parquet, then ML datasets at scale (writes BENCHMARKS.md)
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
+	$(PY) -m benchmarks.ml_scale --out BENCHMARKS.md
 
 bench-scale: jdk $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
 	$(PY) -m benchmarks.scale --out BENCHMARKS.md

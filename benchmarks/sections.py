@@ -4,6 +4,7 @@ replaced in place when it is regenerated and kept when ``make bench`` rewrites t
 from __future__ import annotations
 
 SCALE = "scale"  # benchmarks/scale.py (make bench-scale)
+ML_SCALE = "ml-scale"  # benchmarks/ml_scale.py (make bench, after benchmarks.run)
 
 
 def _markers(name: str) -> tuple[str, str]:
@@ -33,7 +34,7 @@ def extract(text: str, name: str) -> str | None:
 
 def keep(old: str, new: str) -> str:
     """``new`` (a regenerated report) with the sections ``old`` had and ``new`` lacks."""
-    for name in (SCALE,):
+    for name in (SCALE, ML_SCALE):
         block = extract(old, name)
         if block is not None and extract(new, name) is None:
             new = f"{new.rstrip()}\n\n{block}"

@@ -144,3 +144,35 @@ def test_tiny_scale_benchmark_writes_its_section(spark: SparkSession, tmp_path: 
     for count in ("10", "40"):
         assert all(_number(c) >= 0 for c in _row(fragments, count)[1:])
     assert "30 one-row fragments" in markdown and "1 fragment(s) after" in markdown
+
+
+def test_tiny_ml_scale_benchmark_writes_its_section(spark: SparkSession, tmp_path: Path) -> None:
+    _harness()
+    ml_scale = importlib.import_module("benchmarks.ml_scale")
+    out = tmp_path / "BENCHMARKS.md"
+    out.write_text("# the main report\n\nkept as it is\n", encoding="utf-8")
+    argv = ["--btree-rows", "20000", "--vector-rows", "3000", "--dim", "16"]
+    argv += ["--num-partitions", "4", "--num-sub-vectors", "2", "--queries", "5"]
+    argv += ["--images", "50", "--image-kb", "2", "--backfill-rows", "2000", "--runs", "1"]
+    argv += ["--out", str(out), "--work-dir", str(tmp_path / "work")]
+
+    assert ml_scale.main(argv, spark=spark) == 0
+
+    markdown = out.read_text(encoding="utf-8")
+    assert markdown.startswith("# the main report\n\nkept as it is\n")
+    assert markdown.count("<!-- ml-scale:begin -->") == 1 == markdown.count("<!-- ml-scale:end -->")
+    lines = _section(markdown, "## ML datasets at scale (`benchmarks/ml_scale.py`)", "<!-- ")
+
+    assert len(ml_scale.CASE_NAMES) == 10
+    for name in ml_scale.CASE_NAMES:
+        _, ours, _baseline, theirs, _unit, ratio, target, holds = _row(lines, name)
+        for cell in (ours, theirs, ratio):
+            _number(cell)
+        expected = ml_scale.TARGETS[name]
+        assert target == ("—" if expected is None else f"<= {expected}")
+        assert holds in {"yes", "**no**", "— (no target)"}
+    for state in ("fully indexed, before the append", "after the append (unindexed tail)"):
+        _, _rows, recall, latency = _row(lines, state)
+        assert 0 <= _number(recall) <= 1 and _number(latency) > 0
+    assert "python -m benchmarks.ml_scale --btree-rows 20000" in markdown
+    assert list((tmp_path / "work").iterdir()) == []
