@@ -851,28 +851,35 @@ def _auto_compact(opts: Mapping[str, str], session: AutoCompact) -> AutoCompact:
 def parse_auto_compact_conf(conf: Mapping[str, object]) -> AutoCompact:
     """The session's auto compaction from its Spark conf (``spark.lance.autoCompact.*``);
     a bad value is an :class:`InvalidOptionError` naming the conf."""
-    enabled = conf.get(AUTO_COMPACT_CONF)
-    flag = DEFAULT_AUTO_COMPACT
-    if enabled is not None:
-        text = str(enabled).strip().lower()
-        if text not in _TRUE | _FALSE:
-            raise InvalidOptionError(
-                f"Spark conf {AUTO_COMPACT_CONF}={enabled!r} must be true or false"
-            )
-        flag = text in _TRUE
-    minimum = conf.get(AUTO_COMPACT_MIN_NUM_FILES_CONF)
-    number = DEFAULT_AUTO_COMPACT_MIN_NUM_FILES
-    if minimum is not None:
-        try:
-            number = int(str(minimum).strip())
-        except ValueError:
-            number = 0
-        if number < 1:
-            raise InvalidOptionError(
-                f"Spark conf {AUTO_COMPACT_MIN_NUM_FILES_CONF}={minimum!r} must be a whole "
-                "number of fragments, at least 1"
-            )
-    return AutoCompact(enabled=flag, min_num_files=number)
+    return AutoCompact(
+        enabled=_conf_flag(conf, AUTO_COMPACT_CONF, DEFAULT_AUTO_COMPACT),
+        min_num_files=_conf_count(
+            conf, AUTO_COMPACT_MIN_NUM_FILES_CONF, DEFAULT_AUTO_COMPACT_MIN_NUM_FILES, "fragments"
+        ),
+    )
+
+
+def _conf_flag(conf: Mapping[str, object], key: str, default: bool) -> bool:
+    given = conf.get(key)
+    if given is None:
+        return default
+    text = str(given).strip().lower()
+    if text not in _TRUE | _FALSE:
+        raise InvalidOptionError(f"Spark conf {key}={given!r} must be true or false")
+    return text in _TRUE
+
+
+def _conf_count(conf: Mapping[str, object], key: str, default: int, what: str) -> int:
+    given = conf.get(key)
+    if given is None:
+        return default
+    text = str(given).strip()
+    number = int(text) if text.isdigit() else 0
+    if number < 1:
+        raise InvalidOptionError(
+            f"Spark conf {key}={given!r} must be a whole number of {what}, at least 1"
+        )
+    return number
 
 
 def _auto_index(opts: Mapping[str, str], session: AutoIndex) -> AutoIndex:
@@ -885,26 +892,10 @@ def _auto_index(opts: Mapping[str, str], session: AutoIndex) -> AutoIndex:
 def parse_auto_index_conf(conf: Mapping[str, object]) -> AutoIndex:
     """The session's auto indexing from its Spark conf (``spark.lance.autoIndex.*``); a bad
     value is an :class:`InvalidOptionError` naming the conf."""
-    enabled = conf.get(AUTO_INDEX_CONF)
-    flag = DEFAULT_AUTO_INDEX
-    if enabled is not None:
-        text = str(enabled).strip().lower()
-        if text not in _TRUE | _FALSE:
-            raise InvalidOptionError(
-                f"Spark conf {AUTO_INDEX_CONF}={enabled!r} must be true or false"
-            )
-        flag = text in _TRUE
-    minimum = conf.get(AUTO_INDEX_MIN_ROWS_CONF)
-    number = DEFAULT_AUTO_INDEX_MIN_ROWS
-    if minimum is not None:
-        text = str(minimum).strip()
-        number = int(text) if text.isdigit() else 0
-        if number < 1:
-            raise InvalidOptionError(
-                f"Spark conf {AUTO_INDEX_MIN_ROWS_CONF}={minimum!r} must be a whole number of "
-                "rows, at least 1"
-            )
-    return AutoIndex(enabled=flag, min_rows=number)
+    return AutoIndex(
+        enabled=_conf_flag(conf, AUTO_INDEX_CONF, DEFAULT_AUTO_INDEX),
+        min_rows=_conf_count(conf, AUTO_INDEX_MIN_ROWS_CONF, DEFAULT_AUTO_INDEX_MIN_ROWS, "rows"),
+    )
 
 
 def _replace_where(opts: Mapping[str, str]) -> str | None:

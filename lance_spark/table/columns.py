@@ -155,28 +155,37 @@ def add_joined_columns(table: TableContext, *, source: DataFrame, on: str) -> Ad
     return _jobs.with_retry(lambda: _add_joined_columns(table, source, on))
 
 
-def _add_joined_columns(table: TableContext, source: DataFrame, on: str) -> AddedColumns:
-    spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
+def _join_keys(
+    ds: lance.LanceDataset, source: DataFrame, on: str, *, what: str, uri: str
+) -> tuple[str, str, list[str]]:
+    """The key ``on`` as the table and ``source`` name it, and ``source``'s other columns;
+    errors name ``what`` (the method) and the missing key or columns."""
     if not isinstance(on, str) or not on:
-        raise InvalidOptionError(f"addColumns(df, on=...) needs a key column name, got {on!r}")
-    ds = _dataset.open_latest(uri, storage=storage)
+        raise InvalidOptionError(f"{what}(df, on=...) needs a key column name, got {on!r}")
     table_key = _resolve(on, ds.schema.names)
     if table_key is None:
         raise ColumnNotFoundError(
-            f"addColumns key {on!r} is not a column of the Lance table at {uri!r}; "
+            f"{what} key {on!r} is not a column of the Lance table at {uri!r}; "
             f"columns: {', '.join(ds.schema.names)}"
         )
     source_key = _resolve(on, source.columns)
     if source_key is None:
         raise ColumnNotFoundError(
-            f"addColumns key {on!r} is not a column of the DataFrame; "
+            f"{what} key {on!r} is not a column of the DataFrame; "
             f"columns: {', '.join(source.columns)}"
         )
     names = [c for c in source.columns if c != source_key]
     if not names:
         raise InvalidOptionError(
-            f"the DataFrame given to addColumns has no column besides the key {on!r}"
+            f"the DataFrame given to {what} has no column besides the key {on!r}"
         )
+    return table_key, source_key, names
+
+
+def _add_joined_columns(table: TableContext, source: DataFrame, on: str) -> AddedColumns:
+    spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
+    ds = _dataset.open_latest(uri, storage=storage)
+    table_key, source_key, names = _join_keys(ds, source, on, what="addColumns", uri=uri)
     _check_new_names(names, ds.schema.names, uri=uri)
     version = int(ds.version)
     rows = _read(spark, uri, storage, version, _prunable([table_key]))
@@ -564,26 +573,8 @@ def update_joined_columns(table: TableContext, *, source: DataFrame, on: str) ->
 
 def _update_joined_columns(table: TableContext, source: DataFrame, on: str) -> UpdatedColumns:
     spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
-    if not isinstance(on, str) or not on:
-        raise InvalidOptionError(f"updateColumns(df, on=...) needs a key column name, got {on!r}")
     ds = _dataset.open_latest(uri, storage=storage)
-    table_key = _resolve(on, ds.schema.names)
-    if table_key is None:
-        raise ColumnNotFoundError(
-            f"updateColumns key {on!r} is not a column of the Lance table at {uri!r}; "
-            f"columns: {', '.join(ds.schema.names)}"
-        )
-    source_key = _resolve(on, source.columns)
-    if source_key is None:
-        raise ColumnNotFoundError(
-            f"updateColumns key {on!r} is not a column of the DataFrame; "
-            f"columns: {', '.join(source.columns)}"
-        )
-    names = [c for c in source.columns if c != source_key]
-    if not names:
-        raise InvalidOptionError(
-            f"the DataFrame given to updateColumns has no column besides the key {on!r}"
-        )
+    table_key, source_key, names = _join_keys(ds, source, on, what="updateColumns", uri=uri)
     targets = _updated_names(names, ds.schema.names, table_key, uri=uri)
     target = pa.schema([ds.schema.field(t) for t in targets])
     _check_castable(source, names, targets, target, uri=uri)

@@ -15,7 +15,7 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 from lance_spark import LanceTable
 from lance_spark.errors import InvalidArgumentError, InvalidOptionError
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
 SCHEMA = StructType(
     [
@@ -197,3 +197,37 @@ def test_the_table_builder_declares_blob_columns(spark: SparkSession, table_uri:
     bad = LanceTable.create(spark).location(table_uri + "_bad").addColumn("n", "int", blob=True)
     with pytest.raises(InvalidOptionError, match=r"'n' has type int32"):
         bad.execute()
+
+
+def test_round_trip_with_lancedb(spark: SparkSession, tmp_path: pathlib.Path) -> None:
+    import lancedb
+
+    images = _images(12, big=200_000)
+    db = lancedb.connect(str(tmp_path))
+    # LanceDB writes a blob column (its v2 form); Spark reads its bytes.
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("label", pa.string()),
+            pa.field("image", pa.large_binary(), metadata={"lance-encoding:blob": "true"}),
+        ]
+    )
+    rows = pa.table(
+        {"id": list(range(12)), "label": [f"l{i % 3}" for i in range(12)], "image": images},
+        schema=schema,
+    )
+    db.create_table("by_lancedb", rows)
+    read = spark.read.format("lance").load(str(tmp_path / "by_lancedb.lance"))
+    assert dict(read.dtypes)["image"] == "binary"
+    assert {r.id: r.image for r in read.collect()} == {
+        i: (None if b is None else bytes(b)) for i, b in enumerate(images)
+    }
+    # Spark writes one; LanceDB opens it as a blob table and reads the same bytes.
+    _write(_df(spark, images), str(tmp_path / "by_spark.lance"), **{"image.lance.encoding": "blob"})
+    table = db.open_table("by_spark")
+    assert table.count_rows() == 12 and _is_blob(table.to_lance(), "image")
+    ds = table.to_lance()
+    ids = ds.to_table(columns=["id"]).column("id").to_pylist()
+    files = ds.take_blobs("image", indices=list(range(len(ids))))
+    got = {i: f.read() for i, f in zip(ids, files, strict=True) if f is not None and i != 4}
+    assert got == {i: b for i, b in enumerate(images) if i != 4}

@@ -95,7 +95,7 @@ def _rows(uri: str) -> list[dict[str, object]]:
 
 
 def _staging(uri: str) -> list[str]:
-    root = Path(uri) / "_lance_spark"
+    root = Path(uri) / "_lance_spark" / "staging"  # (an index's kept parameters are beside it)
     return sorted(str(p.relative_to(uri)) for p in root.rglob("*")) if root.exists() else []
 
 
@@ -352,7 +352,8 @@ def test_vacuum_finds_deletion_and_index_files_and_keeps_markers_until_their_fil
     changed = ds.get_fragment(1).delete_rows([0, 1])
     assert changed is not None and changed.deletion_file is not None
     deletion = changed.deletion_file.path(1)
-    (index,) = ds.list_indices()
+    segments = ds.list_indices()  # the index's segments (one per task of its build)
+    index = segments[0]
     root = Path(table_uri)
     shutil.copytree(root / "_indices" / index["uuid"], root / "_indices" / str(uuid.uuid4()))
     temporary = "data/.tmpWriting"
@@ -382,7 +383,8 @@ def test_vacuum_finds_deletion_and_index_files_and_keeps_markers_until_their_fil
     assert done.unreferenced_files == [temporary] and done.staging_markers_removed == 2
     assert _unreferenced_anywhere(table_uri) == set() and _staging(table_uri) == []
     assert lance.dataset(table_uri).version == version and _rows(table_uri) == rows
-    assert [i["uuid"] for i in lance.dataset(table_uri).list_indices()] == [index["uuid"]]
+    kept = [i["uuid"] for i in lance.dataset(table_uri).list_indices()]
+    assert kept == [i["uuid"] for i in segments]
     assert t.toDF().where("id = 42").count() == 1
 
 
