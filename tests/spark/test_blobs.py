@@ -197,3 +197,12 @@ def test_the_table_builder_declares_blob_columns(spark: SparkSession, table_uri:
     bad = LanceTable.create(spark).location(table_uri + "_bad").addColumn("n", "int", blob=True)
     with pytest.raises(InvalidOptionError, match=r"'n' has type int32"):
         bad.execute()
+
+
+def test_diff_of_a_blob_table_shows_deleted_rows(spark: SparkSession, table_uri: str) -> None:
+    images = _images(6)
+    _write(_df(spark, images).coalesce(1), table_uri, **{"image.lance.encoding": "blob"})
+    t = LanceTable.forPath(spark, table_uri)
+    t.delete("id = 2")  # a deletion file in the one fragment: its deleted rows are read back
+    changes = t.diff(1).where("_change_type = 'delete'").collect()
+    assert [(r.id, r.image) for r in changes] == [(2, images[2])]
