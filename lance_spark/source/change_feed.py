@@ -356,10 +356,16 @@ def _lost_addresses(old: Any, new: Any) -> pa.Array:
 
 
 def _empty(names: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """No rows, with the columns of ``names`` that ``schema`` has and ``_rowid``, typed as the
+    scans return them (a blob column as large_binary, as ``blob_handling`` reads it)."""
     present = [n for n in names if n in schema.names]
+
+    def scanned(field: pa.Field) -> pa.DataType:
+        return pa.large_binary() if _types.is_blob_field(field) else field.type
+
     return pa.table(
         {
-            **{n: pa.array([], schema.field(n).type) for n in present},
+            **{n: pa.array([], scanned(schema.field(n))) for n in present},
             _ROWID: pa.array([], pa.uint64()),
         }
     )

@@ -231,3 +231,12 @@ def test_round_trip_with_lancedb(spark: SparkSession, tmp_path: pathlib.Path) ->
     files = ds.take_blobs("image", indices=list(range(len(ids))))
     got = {i: f.read() for i, f in zip(ids, files, strict=True) if f is not None and i != 4}
     assert got == {i: b for i, b in enumerate(images) if i != 4}
+
+
+def test_diff_of_a_blob_table_shows_deleted_rows(spark: SparkSession, table_uri: str) -> None:
+    images = _images(6)
+    _write(_df(spark, images).coalesce(1), table_uri, **{"image.lance.encoding": "blob"})
+    t = LanceTable.forPath(spark, table_uri)
+    t.delete("id = 2")  # a deletion file in the one fragment: its deleted rows are read back
+    changes = t.diff(1).where("_change_type = 'delete'").collect()
+    assert [(r.id, r.image) for r in changes] == [(2, images[2])]

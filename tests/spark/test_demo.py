@@ -118,17 +118,33 @@ def test_time_machine_notebook_runs(tmp_path: Path) -> None:
     diff = _cell(cells, "changes = t.diff(")
     assert re.search(r"\|\s+7\|\s+insert\|", diff) and "update_postimage" in diff, diff
 
-    # Near duplicates: the 12 planted re-scans, then deleted (version 10).
-    assert "12 test images with a near-identical training image" in _cell(cells, "t.nearest(")
-    assert "latest version: 10" in _cell(cells, "t.delete(")
+    # The PNGs are a blob column, opened lazily with blobs(); Spark returns their bytes.
+    blobs = _cell(cells, 't.blobs("png"')
+    assert "6 BlobFiles" in blobs and "PNG signature b'\\x89PNG'" in blobs, blobs
 
-    # pylance and LanceDB see the same table and its ten versions.
+    # Near duplicates: an IVF_FLAT index (version 10), the 12 planted re-scans found with it,
+    # then deleted (version 11).
+    search = _cell(cells, 't.createIndex("image"')
+    assert "index built: version 10" in search and "image_idx" in search, search
+    assert "12 test images with a near-identical training image" in _cell(cells, "t.nearest(")
+    assert "latest version: 11" in _cell(cells, "t.delete(")
+
+    # The augmentation append (version 12) is not in the index until optimizeIndices (13).
+    upkeep = _cell(cells, "t.optimizeIndices()")
+    assert re.search(r"shifted images -> version 12", upkeep), upkeep
+    unindexed = re.findall(r"^\|image_idx\|\[image\]\|IVF_FLAT\|\s*(\d+)\|\s*(\d+)\|", upkeep, re.M)
+    assert len(unindexed) == 2 and int(unindexed[0][1]) > 0 and unindexed[1][1] == "0", upkeep
+    assert re.search(r"\|image_idx\|IVF_FLAT\|\s*[1-9]\d*\|.*\|\s*13\|", upkeep), upkeep
+    assert "latest version: 13" in upkeep
+
+    # pylance and LanceDB see the same table and its thirteen versions.
     pylance = _cell(cells, "ds = lance.dataset(URI)")
     assert "image: fixed_size_list<item: float>[64]" in pylance
-    assert re.search(r"^version\s+1\s+2\s+3\s+4\s+5\s+6\s+7\s+8\s+9\s+10$", pylance, re.MULTILINE)
-    assert "LanceDB: version 10" in _cell(cells, "lancedb.connect(")
+    versions = r"\s+".join(str(v) for v in range(1, 14))
+    assert re.search(rf"^version\s+{versions}$", pylance, re.MULTILINE), pylance
+    assert "LanceDB: version 13" in _cell(cells, "lancedb.connect(")
 
     # The HTML page has the pictures inside it; the table was written where asked.
     html = html_path.read_text(encoding="utf-8")
-    assert html.count("data:image/png;base64") >= 4
+    assert html.count("data:image/png;base64") >= 5
     assert (tmp_path / "digits.lance" / "_versions").is_dir()
