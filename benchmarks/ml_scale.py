@@ -495,7 +495,7 @@ def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section
     job = ours - phases.train - phases.commit
     log(
         f"IVF_PQ build, connector: train on the driver {phases.train:.1f} s, the rest "
-        f"(planning, the Spark job) {job:.1f} s, commit {phases.commit:.1f} s"
+        f"(planning, the Spark job) {job:.1f} s, commit {phases.commit:.2f} s"
     )
     theirs = once(
         "IVF_PQ build, pylance",
@@ -540,7 +540,7 @@ def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section
         f"Where the connector's {ours:.1f} s go: training the IVF centroids and PQ codebooks "
         f"on the driver {phases.train:.1f} s ({phases.train / ours:.0%}), the rest of the "
         f"call (planning and the Spark job whose tasks assign and encode the rows and write "
-        f"the segments) {job:.1f} s, committing the segments {phases.commit:.1f} s; "
+        f"the segments) {job:.1f} s, committing the segments {phases.commit:.2f} s; "
         "measured by timing `lance_spark.source.index_builds.train` and `commit_build` in "
         "the benchmark (driver) process."
     )
