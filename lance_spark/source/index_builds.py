@@ -323,9 +323,9 @@ def commit_build(
         ),
         storage=storage,
     )
-    for build in plan.builds:
-        uuids = [str(s.uuid) for s in segments if str(s.name) == build.spec.name]
-        if plan.operation == CREATE:
+    if plan.operation == CREATE:  # a build (or a retrain): its parameters and model are kept
+        for build in plan.builds:
+            uuids = [str(s.uuid) for s in segments if str(s.name) == build.spec.name]
             save_model(plan.uri, build, uuids, storage=storage)
     return version
 

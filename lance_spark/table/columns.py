@@ -182,6 +182,26 @@ def _join_keys(
     return table_key, source_key, names
 
 
+def _keyed_join(
+    rows: DataFrame,
+    table_key: str,
+    source: DataFrame,
+    source_key: str,
+    names: Sequence[str],
+    aliases: Sequence[str],
+) -> tuple[DataFrame, DataFrame, Column]:
+    """The table's ``rows`` full-outer-joined with ``source`` on the key (its columns
+    ``names`` renamed ``aliases``, with how often each key occurs); the source side, and
+    whether a row's source key occurs more than once."""
+    right = source.select(
+        F.col(_spark.quote_identifier(source_key)).alias(_KEY),
+        *(F.col(_spark.quote_identifier(n)).alias(a) for n, a in zip(names, aliases, strict=True)),
+    ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
+    duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
+    joined = rows.join(right, rows[_spark.quote_identifier(table_key)] == right[_KEY], "full_outer")
+    return joined, right, duplicate
+
+
 def _add_joined_columns(table: TableContext, source: DataFrame, on: str) -> AddedColumns:
     spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
     ds = _dataset.open_latest(uri, storage=storage)
@@ -189,14 +209,9 @@ def _add_joined_columns(table: TableContext, source: DataFrame, on: str) -> Adde
     _check_new_names(names, ds.schema.names, uri=uri)
     version = int(ds.version)
     rows = _read(spark, uri, storage, version, _prunable([table_key]))
-    right = source.select(
-        F.col(_spark.quote_identifier(source_key)).alias(_KEY),
-        *(F.col(_spark.quote_identifier(n)).alias(n) for n in names),
-    ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
-    duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
-    # Full outer: the DataFrame's keys that match no row are dropped below unless they are
-    # duplicates, which the tasks report (so every duplicate is an error, like a matched one).
-    joined = rows.join(right, rows[_spark.quote_identifier(table_key)] == right[_KEY], "full_outer")
+    joined, right, duplicate = _keyed_join(rows, table_key, source, source_key, names, names)
+    # The DataFrame's keys that match no row are dropped unless they are duplicates, which
+    # the tasks report (so every duplicate is an error, like a matched one).
     joined = joined.where(rows["_rowaddr"].isNotNull() | duplicate)
     values = joined.select(
         *_address(rows),
@@ -580,14 +595,9 @@ def _update_joined_columns(table: TableContext, source: DataFrame, on: str) -> U
     _check_castable(source, names, targets, target, uri=uri)
     version = int(ds.version)
     rows = _read(spark, uri, storage, version, _prunable([table_key]))
-    right = source.select(
-        F.col(_spark.quote_identifier(source_key)).alias(_KEY),
-        *(F.col(_spark.quote_identifier(n)).alias(t) for n, t in zip(names, targets, strict=True)),
-    ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
-    duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
+    joined, right, duplicate = _keyed_join(rows, table_key, source, source_key, names, targets)
     # Only matched rows travel (the others keep their values), and every duplicate key, matched
     # or not, so the tasks report it (as addColumns does).
-    joined = rows.join(right, rows[_spark.quote_identifier(table_key)] == right[_KEY], "full_outer")
     joined = joined.where((rows["_rowaddr"].isNotNull() & right[_KEY].isNotNull()) | duplicate)
     values = joined.select(
         *_address(rows),

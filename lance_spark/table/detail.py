@@ -26,14 +26,19 @@ from lance_spark.table.context import TableContext
 
 FORMAT = "lance"
 
+# How far an index covers the table (index_builds.describe), in DESCRIBE DETAIL's indexes,
+# listIndices and optimizeIndices.
+INDEX_COVERAGE_FIELDS = [
+    StructField("numIndexedRows", LongType(), False),
+    StructField("numUnindexedRows", LongType(), False),  # appended since the last build
+    StructField("numSegments", LongType(), False),
+]
 INDEX_TYPE = StructType(
     [
         StructField("name", StringType(), False),
         StructField("columns", ArrayType(StringType(), False), False),
         StructField("type", StringType(), False),
-        StructField("numIndexedRows", LongType(), False),
-        StructField("numUnindexedRows", LongType(), False),  # appended since the last build
-        StructField("numSegments", LongType(), False),
+        *INDEX_COVERAGE_FIELDS,
     ]
 )
 

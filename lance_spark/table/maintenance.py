@@ -37,6 +37,7 @@ from lance_spark.source.options import AutoCompact, parse_index_params
 from lance_spark.source.write_jobs import StagedJob, TaskResult
 from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
+from lance_spark.table.detail import INDEX_COVERAGE_FIELDS
 
 SCALAR_INDEX_TYPES = index_builds.SCALAR_INDEX_TYPES
 VECTOR_INDEX_TYPES = index_builds.VECTOR_INDEX_TYPES
@@ -49,9 +50,7 @@ INDICES_SCHEMA = StructType(
         StructField("name", StringType(), False),
         StructField("columns", ArrayType(StringType(), False), False),
         StructField("type", StringType(), True),
-        StructField("numIndexedRows", LongType(), False),
-        StructField("numUnindexedRows", LongType(), False),  # appended since the last build
-        StructField("numSegments", LongType(), False),
+        *INDEX_COVERAGE_FIELDS,
     ]
 )
 COMPACTION_SCHEMA = StructType(
@@ -471,9 +470,7 @@ OPTIMIZE_INDICES_SCHEMA = StructType(
         StructField("index", StringType(), False),
         StructField("type", StringType(), False),
         StructField("numFragmentsIndexed", LongType(), False),
-        StructField("numIndexedRows", LongType(), False),
-        StructField("numUnindexedRows", LongType(), False),
-        StructField("numSegments", LongType(), False),
+        *INDEX_COVERAGE_FIELDS,
         StructField("version", LongType(), True),
     ]
 )
