@@ -29,7 +29,7 @@ SESSION_CATALOG_CONF = "spark.sql.catalog.spark_catalog"
 SESSION_CATALOG_CLASS = "lance_spark.companion.LanceSessionCatalog"
 
 # Must equal LanceExtensions.PROTOCOL of the jar: both sides change together.
-COMPANION_PROTOCOL = 8
+COMPANION_PROTOCOL = 9
 # The SQL function the companion adds to the sessions it is loaded in: its PROTOCOL.
 COMPANION_PROTOCOL_FUNCTION = "lance_companion_protocol"
 

@@ -29,10 +29,13 @@ be alone in their data file, and a table written by Spark keeps all its columns 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import lance
 import numpy as np
@@ -41,7 +44,7 @@ import pyarrow.compute as pc
 from lance.fragment import FragmentMetadata
 from lance.schema import LanceSchema
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -156,10 +159,10 @@ def add_joined_columns(table: TableContext, *, source: DataFrame, on: str) -> Ad
 
 
 def _join_keys(
-    ds: lance.LanceDataset, source: DataFrame, on: str, *, what: str, uri: str
+    ds: lance.LanceDataset, source_columns: Sequence[str], on: str, *, what: str, uri: str
 ) -> tuple[str, str, list[str]]:
-    """The key ``on`` as the table and ``source`` name it, and ``source``'s other columns;
-    errors name ``what`` (the method) and the missing key or columns."""
+    """The key ``on`` as the table and the source (its ``source_columns``) name it, and the
+    source's other columns; errors name ``what`` (the method) and the missing key or columns."""
     if not isinstance(on, str) or not on:
         raise InvalidOptionError(f"{what}(df, on=...) needs a key column name, got {on!r}")
     table_key = _resolve(on, ds.schema.names)
@@ -168,67 +171,92 @@ def _join_keys(
             f"{what} key {on!r} is not a column of the Lance table at {uri!r}; "
             f"columns: {', '.join(ds.schema.names)}"
         )
-    source_key = _resolve(on, source.columns)
+    source_key = _resolve(on, source_columns)
     if source_key is None:
         raise ColumnNotFoundError(
-            f"{what} key {on!r} is not a column of the DataFrame; "
-            f"columns: {', '.join(source.columns)}"
+            f"{what} key {on!r} is not a column of the source; columns: {', '.join(source_columns)}"
         )
-    names = [c for c in source.columns if c != source_key]
+    names = [c for c in source_columns if c != source_key]
     if not names:
-        raise InvalidOptionError(
-            f"the DataFrame given to {what} has no column besides the key {on!r}"
-        )
+        raise InvalidOptionError(f"the source given to {what} has no column besides the key {on!r}")
     return table_key, source_key, names
 
 
-def _keyed_join(
-    rows: DataFrame,
-    table_key: str,
-    source: DataFrame,
-    source_key: str,
-    names: Sequence[str],
-    aliases: Sequence[str],
-) -> tuple[DataFrame, DataFrame, Column]:
-    """The table's ``rows`` full-outer-joined with ``source`` on the key (its columns
-    ``names`` renamed ``aliases``, with how often each key occurs); the source side, and
-    whether a row's source key occurs more than once."""
-    right = source.select(
-        F.col(_spark.quote_identifier(source_key)).alias(_KEY),
-        *(F.col(_spark.quote_identifier(n)).alias(a) for n, a in zip(names, aliases, strict=True)),
-    ).withColumn(_KEY_COUNT, F.count(F.lit(1)).over(Window.partitionBy(_KEY)))
-    duplicate = right[_KEY].isNotNull() & (right[_KEY_COUNT] > 1)
-    joined = rows.join(right, rows[_spark.quote_identifier(table_key)] == right[_KEY], "full_outer")
-    return joined, right, duplicate
+@dataclass(frozen=True)
+class KeyedJoin:
+    """A source joined onto the Lance table by a key: the key as each names it, the source's
+    value columns ``names`` and what the job's rows call them (``aliases``)."""
+
+    table_key: str
+    source_key: str
+    names: tuple[str, ...]
+    aliases: tuple[str, ...]
+
+    def sql(self, *, target: str, source: str, matched_only: bool) -> str:
+        """The job's rows as Spark SQL: ``target`` (a relation with the key and ``_rowaddr``)
+        full-outer-joined with ``source`` (a relation with the key and ``names``); each row's
+        fragment and offset, whether its key is in the source twice or more (and the key, for
+        the error), [whether it found its key,] and the source's values; only the table's rows
+        (``matched_only``: only those that found their key), and every duplicate key, so a
+        task reports it, matched or not. All rows of a fragment in one partition (hashed by
+        fragment id), duplicates first, then in physical order."""
+        q = _spark.quote_identifier
+        key, count = q(_KEY), q(_KEY_COUNT)
+        duplicate = f"(s.{key} IS NOT NULL AND s.{count} > 1)"
+        values = [f"{q(n)} AS {q(a)}" for n, a in zip(self.names, self.aliases, strict=True)]
+        columns = [
+            f"shiftrightunsigned(t.{q(_ROWADDR)}, 32) AS {q(_FRAG)}",
+            f"t.{q(_ROWADDR)} & {_OFFSET_MASK} AS {q(_OFFSET)}",
+            *([] if matched_only else [f"s.{key} IS NOT NULL AS {q(_MATCHED)}"]),
+            f"{duplicate} AS {q(_DUPLICATE)}",
+            f"CASE WHEN {duplicate} THEN CAST(s.{key} AS STRING) END AS {q(_KEY_TEXT)}",
+            *(f"s.{q(a)} AS {q(a)}" for a in self.aliases),
+        ]
+        keep = f"t.{q(_ROWADDR)} IS NOT NULL" + (
+            f" AND s.{key} IS NOT NULL" if matched_only else ""
+        )
+        return (
+            f"SELECT {', '.join(columns)} FROM {target} t FULL OUTER JOIN "
+            f"(SELECT {q(self.source_key)} AS {key}, {', '.join(values)}, "
+            f"count(1) OVER (PARTITION BY {q(self.source_key)}) AS {count} FROM {source}) s "
+            f"ON t.{q(self.table_key)} = s.{key} WHERE ({keep}) OR {duplicate} "
+            f"DISTRIBUTE BY {q(_FRAG)} SORT BY {q(_DUPLICATE)} DESC, {q(_FRAG)}, {q(_OFFSET)}"
+        )
+
+    def rows(
+        self, spark: SparkSession, target: DataFrame, source: DataFrame, *, matched_only: bool
+    ) -> DataFrame:
+        """:meth:`sql` on two DataFrames (PySpark's ``spark.sql(query, name=frame)``, classic
+        and Connect)."""
+        marks = {n: f"__lance_spark_{n}_{uuid.uuid4().hex}" for n in ("target", "source")}
+        query = self.sql(target=marks["target"], source=marks["source"], matched_only=matched_only)
+        query = query.replace("{", "{{").replace("}", "}}")  # braces in names: not fields
+        for name, mark in marks.items():
+            query = query.replace(mark, "{" + name + "}")
+        return spark.sql(query, target=target, source=source)
 
 
 def _add_joined_columns(table: TableContext, source: DataFrame, on: str) -> AddedColumns:
     spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
     ds = _dataset.open_latest(uri, storage=storage)
-    table_key, source_key, names = _join_keys(ds, source, on, what="addColumns", uri=uri)
+    table_key, source_key, names = _join_keys(ds, source.columns, on, what="addColumns", uri=uri)
     _check_new_names(names, ds.schema.names, uri=uri)
     version = int(ds.version)
     rows = _read(spark, uri, storage, version, _prunable([table_key]))
-    joined, right, duplicate = _keyed_join(rows, table_key, source, source_key, names, names)
-    # The DataFrame's keys that match no row are dropped unless they are duplicates, which
-    # the tasks report (so every duplicate is an error, like a matched one).
-    joined = joined.where(rows["_rowaddr"].isNotNull() | duplicate)
-    values = joined.select(
-        *_address(rows),
-        right[_KEY].isNotNull().alias(_MATCHED),
-        duplicate.alias(_DUPLICATE),
-        F.when(duplicate, right[_KEY].cast("string")).alias(_KEY_TEXT),
-        *(right[_spark.quote_identifier(n)].alias(n) for n in names),
-    )
+    join = KeyedJoin(table_key, source_key, tuple(names), tuple(names))
     plan = _Plan(
-        rows=_sorted(values, keyed=True),
-        target=_target_schema(
-            source.select(*(F.col(_spark.quote_identifier(n)) for n in names)).schema
-        ),
+        rows=join.rows(spark, rows, source, matched_only=False),
+        target=_target_schema(_fields(source.schema, names)),
         keyed=True,
         parameters={"columns": ", ".join(names), "on": table_key},
     )
     return _execute(ds, plan, uri=uri, storage=storage, app_id=app_id)
+
+
+def _fields(schema: StructType, names: Sequence[str]) -> StructType:
+    """The fields ``names`` (exact names) of ``schema``, in that order."""
+    by_name = {f.name: f for f in schema.fields}
+    return StructType([by_name[n] for n in names])
 
 
 # --- the driver side ----------------------------------------------------------------------------
@@ -517,28 +545,31 @@ class _Tally:
 
 
 def _fragment_runs(
-    batches: Iterable[pa.RecordBatch], keyed: bool
+    batches: Iterable[pa.RecordBatch],
+    keyed: bool,
+    *,
+    source: str = "the DataFrame given to addColumns",
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """Slices of consecutive rows of one fragment, with its id."""
+    """Slices of consecutive rows of one fragment, with its id; a duplicate key (``keyed``) is
+    an error naming ``source``."""
     for batch in batches:
         if batch.num_rows == 0:
             continue
         if keyed:
-            _check_no_duplicate(batch)
+            _check_no_duplicate(batch, source)
         frags = batch.column(_FRAG).to_numpy(zero_copy_only=False)
         bounds = [0, *(np.flatnonzero(frags[1:] != frags[:-1]) + 1).tolist(), batch.num_rows]
         for start, end in itertools.pairwise(bounds):
             yield int(frags[start]), batch.slice(start, end - start)
 
 
-def _check_no_duplicate(batch: pa.RecordBatch) -> None:
+def _check_no_duplicate(batch: pa.RecordBatch, source: str) -> None:
     duplicate = batch.column(_DUPLICATE)
     if pc.any(duplicate).as_py():
         index = pc.index(duplicate, True).as_py()
         key = batch.column(_KEY_TEXT)[index].as_py()
         raise InvalidOptionError(
-            f"the DataFrame given to addColumns has the key {key} more than once; each key "
-            "must appear at most once"
+            f"{source} has the key {key} more than once; each key must appear at most once"
         )
 
 
@@ -587,52 +618,122 @@ def update_joined_columns(table: TableContext, *, source: DataFrame, on: str) ->
 
 
 def _update_joined_columns(table: TableContext, source: DataFrame, on: str) -> UpdatedColumns:
-    spark, uri, storage, app_id = table.spark, table.uri, table.storage, table.app_id
+    spark, uri, storage = table.spark, table.uri, table.storage
     ds = _dataset.open_latest(uri, storage=storage)
-    table_key, source_key, names = _join_keys(ds, source, on, what="updateColumns", uri=uri)
+    plan = plan_update(ds, source.schema, on, uri=uri)
+    rows = _read(spark, uri, storage, plan.version, _prunable([plan.join.table_key]))
+    values = plan.join.rows(spark, rows, source, matched_only=True)
+    with StagedJob.begin(uri, read_version=plan.version, storage=storage) as job:
+        done = TaskResult()
+        if ds.get_fragments():
+            done = _jobs.run_tasks(values, update_task(plan, storage=storage, job_id=job.job_id))
+        return commit_update(table, plan, done)
+
+
+@dataclass(frozen=True)
+class ColumnUpdate:
+    """A planned ``updateColumns``: the table's version read, and the join that gives the
+    updated columns (``join.aliases``: the table's names) their values. JSON-able
+    (:meth:`state`): the SQL statement's procedure keeps it between its calls."""
+
+    uri: str
+    version: int
+    join: KeyedJoin
+
+    def state(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def of_state(cls, state: Mapping[str, Any]) -> ColumnUpdate:
+        j = state["join"]
+        join = KeyedJoin(
+            str(j["table_key"]), str(j["source_key"]), tuple(j["names"]), tuple(j["aliases"])
+        )
+        return cls(str(state["uri"]), int(state["version"]), join)
+
+    def sql(self, *, table: str, source: str) -> str:
+        """The job's rows as one query over ``table`` (SQL naming the Lance table, read at
+        :attr:`version`) and ``source`` (SQL naming a table or view)."""
+        q = _spark.quote_identifier
+        target = (
+            f"(SELECT {q(self.join.table_key)}, {q(_ROWADDR)} FROM {table} "
+            f"VERSION AS OF {self.version})"
+        )
+        return self.join.sql(target=target, source=source, matched_only=True)
+
+
+def plan_update(
+    ds: lance.LanceDataset,
+    source: StructType,
+    on: str,
+    *,
+    uri: str,
+    columns: Sequence[str] | None = None,
+) -> ColumnUpdate:
+    """Checks an update of the table ``ds`` (its latest version) from a source of schema
+    ``source`` joined by ``on``: the source's ``columns`` (default: all but the key), each an
+    existing column of the table, castable to it; the plan."""
+    table_key, source_key, names = _join_keys(
+        ds, source.fieldNames(), on, what="updateColumns", uri=uri
+    )
+    if columns is not None:
+        names = _chosen(columns, names, source_key, uri=uri)
     targets = _updated_names(names, ds.schema.names, table_key, uri=uri)
     target = pa.schema([ds.schema.field(t) for t in targets])
-    _check_castable(source, names, targets, target, uri=uri)
-    version = int(ds.version)
-    rows = _read(spark, uri, storage, version, _prunable([table_key]))
-    joined, right, duplicate = _keyed_join(rows, table_key, source, source_key, names, targets)
-    # Only matched rows travel (the others keep their values), and every duplicate key, matched
-    # or not, so the tasks report it (as addColumns does).
-    joined = joined.where((rows["_rowaddr"].isNotNull() & right[_KEY].isNotNull()) | duplicate)
-    values = joined.select(
-        *_address(rows),
-        duplicate.alias(_DUPLICATE),
-        F.when(duplicate, right[_KEY].cast("string")).alias(_KEY_TEXT),
-        *(right[_spark.quote_identifier(t)].alias(t) for t in targets),
+    _check_castable(_fields(source, names), targets, target, uri=uri)
+    join = KeyedJoin(table_key, source_key, tuple(names), tuple(targets))
+    return ColumnUpdate(uri, int(ds.version), join)
+
+
+def _chosen(
+    columns: Sequence[str], names: Sequence[str], source_key: str, *, uri: str
+) -> list[str]:
+    """The source's columns ``columns`` name (resolved like Spark), none of them the key."""
+    chosen: list[str] = []
+    for column in columns:
+        found = _resolve(column, [*names, source_key])
+        if found is None:
+            raise ColumnNotFoundError(
+                f"UPDATE COLUMNS on the Lance table at {uri!r}: column {column!r} is not a "
+                f"column of the source; columns: {', '.join([source_key, *names])}"
+            )
+        if found == source_key:
+            raise InvalidOptionError(
+                f"UPDATE COLUMNS on the Lance table at {uri!r}: column {column!r} is the key, "
+                "which cannot be updated by joining on it"
+            )
+        chosen.append(found)
+    return chosen
+
+
+def commit_update(table: TableContext, plan: ColumnUpdate, done: TaskResult) -> UpdatedColumns:
+    """Commits what the job of ``plan`` wrote as one ``Update`` (``UPDATE COLUMNS`` in the
+    history), after the serializability check; no version when no row matched."""
+    uri, storage = table.uri, table.storage
+    targets = plan.join.aliases
+    matched = done.counts.get(_MATCHED_ROWS, 0)
+    if not done.updated_fragments:  # no row matched: nothing to write, no version
+        return UpdatedColumns(None, targets, 0, 0)
+    ds = _dataset.open_version(uri, plan.version, storage=storage)
+    operation = _update_op(ds, done, uri=uri)
+    _check_no_overlap(uri, storage, plan.version, done)
+    new_version = _commit.commit(
+        uri,
+        operation,
+        read_version=plan.version,
+        info=_commit.CommitInfo(
+            operation="UPDATE COLUMNS",
+            parameters={"columns": ", ".join(targets), "on": plan.join.table_key},
+            metrics={
+                "numUpdatedColumns": len(targets),
+                "numUpdatedRows": matched,
+                "numFiles": len(done.updated_fragments),
+            },
+            app_id=table.app_id,
+        ),
+        storage=storage,
     )
-    fragment_ids = [int(f.fragment_id) for f in ds.get_fragments()]
-    with StagedJob.begin(uri, read_version=version, storage=storage) as job:
-        done = TaskResult()
-        if fragment_ids:
-            task = _update_task(uri, version, target, dict(storage), job.job_id)
-            done = _jobs.run_tasks(_sorted(values, keyed=True), task)
-        matched = done.counts.get(_MATCHED_ROWS, 0)
-        if not done.updated_fragments:  # no row matched: nothing to write, no version
-            return UpdatedColumns(None, tuple(targets), 0, 0)
-        operation = _update_op(ds, done, uri=uri)
-        _check_no_overlap(uri, storage, version, done)
-        new_version = _commit.commit(
-            uri,
-            operation,
-            read_version=version,
-            info=_commit.CommitInfo(
-                operation="UPDATE COLUMNS",
-                parameters={"columns": ", ".join(targets), "on": table_key},
-                metrics={
-                    "numUpdatedColumns": len(targets),
-                    "numUpdatedRows": matched,
-                    "numFiles": len(done.updated_fragments),
-                },
-                app_id=app_id,
-            ),
-            storage=storage,
-        )
-    return UpdatedColumns(new_version, tuple(targets), matched, len(done.updated_fragments))
+    return UpdatedColumns(new_version, targets, matched, len(done.updated_fragments))
 
 
 def _updated_names(names: Sequence[str], table: Sequence[str], key: str, *, uri: str) -> list[str]:
@@ -644,7 +745,7 @@ def _updated_names(names: Sequence[str], table: Sequence[str], key: str, *, uri:
         target = _resolve(name, table)
         if target is None:
             raise ColumnNotFoundError(
-                f"updateColumns: column {name!r} of the DataFrame is not a column of the Lance "
+                f"updateColumns: column {name!r} of the source is not a column of the Lance "
                 f"table at {uri!r}; columns: {', '.join(table)} (add new columns with "
                 "addColumns)"
             )
@@ -655,7 +756,7 @@ def _updated_names(names: Sequence[str], table: Sequence[str], key: str, *, uri:
             )
         if target in seen:
             raise InvalidOptionError(
-                f"updateColumns: the DataFrame names column {target!r} twice "
+                f"updateColumns: the source names column {target!r} twice "
                 f"(as {seen[target]!r} and {name!r})"
             )
         seen[target] = name
@@ -664,17 +765,16 @@ def _updated_names(names: Sequence[str], table: Sequence[str], key: str, *, uri:
 
 
 def _check_castable(
-    source: DataFrame,
-    names: Sequence[str],
+    selected: StructType,
     targets: Sequence[str],
     target: pa.Schema,
     *,
     uri: str,
 ) -> None:
-    """Each column of ``source`` can be cast to its table column without loss, as an append
-    casts (the values, range and nulls, are checked by the tasks); else
+    """Each of the source's columns ``selected`` can be cast to its table column without
+    loss, as an append casts (the values, range and nulls, are checked by the tasks); else
     :class:`SchemaMismatchError` naming the column and both types."""
-    selected = source.select(*(F.col(_spark.quote_identifier(n)) for n in names)).schema
+    names = selected.fieldNames()
     incoming = to_arrow_schema(selected, timezone="UTC")
     renamed = pa.schema([f.with_name(t) for f, t in zip(incoming, targets, strict=True)])
     try:
@@ -684,7 +784,7 @@ def _check_castable(
             f"{n} {f.dataType.simpleString()}" for n, f in zip(names, selected, strict=True)
         )
         raise SchemaMismatchError(
-            f"updateColumns on the Lance table at {uri!r}: {err} (the DataFrame's columns: "
+            f"updateColumns on the Lance table at {uri!r}: {err} (the source's columns: "
             f"{spark_types}; the table's: "
             f"{', '.join(f'{f.name} {f.type}' for f in target)})"
         ) from err
@@ -753,13 +853,15 @@ def _check_no_overlap(
 _ROWADDR = "_rowaddr"
 
 
-def _update_task(
-    uri: str, version: int, target: pa.Schema, storage: dict[str, str], job_id: str
-) -> _jobs.Task:
+def update_task(plan: ColumnUpdate, *, storage: Mapping[str, str], job_id: str) -> _jobs.Task:
     """Each task: for each fragment it holds (its matched rows, in physical order), one new
     data file with the updated columns for the whole fragment, written by
     ``LanceFragment.update_columns`` (a hash join on ``_rowaddr``)."""
-    keyed = pa.schema([pa.field(_ROWADDR, pa.uint64(), False), *target])
+    uri, version, storage = plan.uri, plan.version, dict(storage)
+    schema = _dataset.open_version(uri, version, storage=storage).schema
+    keyed = pa.schema(
+        [pa.field(_ROWADDR, pa.uint64(), False), *(schema.field(t) for t in plan.join.aliases)]
+    )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskResult]:
         updated: list[FragmentMetadata] = []
@@ -769,7 +871,7 @@ def _update_task(
         ds: lance.LanceDataset | None = None
         files = _files.TaskFiles(uri, job_id, storage=storage)
         try:
-            runs = _fragment_runs(batches, keyed=True)
+            runs = _fragment_runs(batches, keyed=True, source="the source of updateColumns")
             for fragment_id, group in itertools.groupby(runs, key=lambda run: run[0]):
                 # The fragment's matched values, whole: the hash join holds them anyway, and
                 # a failing source fails here, before this fragment's file is written.

@@ -40,13 +40,16 @@ from lance_spark.source.datasource import LanceDataSource, normalise_uri
 from lance_spark.source.options import (
     TIMESTAMP_AS_OF,
     VERSION_AS_OF,
+    decode_names,
     parse_read_options,
 )
 from lance_spark.source.search_plans import search_udtf
+from lance_spark.source.write_jobs import StagedJob
 from lance_spark.source.writer import ROWS
 from lance_spark.table import (
     branches,
     catalog,
+    columns,
     convert,
     detail,
     folder_catalog,
@@ -70,6 +73,14 @@ class Input:
 
 
 @dataclass(frozen=True)
+class Query:
+    """Data a job reads as a Spark SQL query the companion runs in the statement's session
+    (``spark.sql(query)``): UPDATE COLUMNS's join of the Lance table and the source."""
+
+    query: str
+
+
+@dataclass(frozen=True)
 class Job:
     """A Spark job a procedure needs before it can finish (see the module doc): the tasks of
     ``reader``; or, with ``input``, ``task`` run on every partition of that data (as
@@ -78,13 +89,14 @@ class Job:
 
     state: dict[str, Any]  # JSON: given back with the job's results
     reader: _jobs.TaskReader | None = None
-    input: Input | None = None
+    input: Input | Query | None = None
     task: _jobs.Task | None = None
 
 
 @dataclass(frozen=True)
 class InputInfo:
-    """What the companion found reading a job's :class:`Input`: its Spark schema and files."""
+    """What the companion found reading a job's :class:`Input` (or :class:`Query`): its Spark
+    schema and files."""
 
     schema: StructType
     files: int
@@ -252,6 +264,69 @@ def _parquet(path: str) -> Input:
     return Input("parquet", path, {})
 
 
+# As LanceTable.updateColumns answers.
+UPDATE_COLUMNS_SCHEMA = StructType(
+    [
+        StructField("num_updated_columns", LongType()),
+        StructField("num_affected_rows", LongType()),
+    ]
+)
+
+
+def _update_columns(table: TableContext, args: Mapping[str, Any], resume: Resume | None) -> Outcome:
+    """``ALTER TABLE t UPDATE COLUMNS c1, c2 FROM source ON key``: as
+    ``LanceTable.updateColumns`` (:mod:`~lance_spark.table.columns`), one Spark job and one
+    ``UPDATE COLUMNS`` version (none when no row matched). The calls: ask for the source's
+    schema; check and ask for the job (the join as one query over the table at the version
+    read and the source, run by the companion in the statement's session); commit (or delete
+    what the failed job wrote), or ask for the job again after a retryable conflict."""
+    source = str(args["source"])
+    if resume is None:
+        return Job({}, input=Query(f"SELECT * FROM {source}"))
+    if "plan" not in resume.state:  # the source's schema is known, or reading it failed
+        if resume.input is None:
+            return NO_ROWS  # the companion raises the error
+        return _update_columns_attempt(table, args, resume.input.schema, number=1)
+    plan = columns.ColumnUpdate.of_state(resume.state["plan"])
+    job = StagedJob(table.uri, plan.version, table.storage, job_id=str(resume.state["job_id"]))
+    if resume.results is None:
+        job.abort()  # the Spark job failed: the companion raises its error
+        return NO_ROWS
+    try:
+        with job:
+            done = columns.commit_update(table, plan, _jobs.results_of(resume.results))
+    except CommitConflictError as err:
+        number = int(resume.state["attempt"])
+        _jobs.give_up(err, number)  # raises when no attempt is left
+        time.sleep(_jobs.RETRY.pause(number + 1))
+        schema = StructType.fromJson(json.loads(resume.state["schema"]))
+        return _update_columns_attempt(table, args, schema, number=number + 1)
+    return UPDATE_COLUMNS_SCHEMA, [(len(done.columns), done.matched)]
+
+
+def _update_columns_attempt(
+    table: TableContext, args: Mapping[str, Any], source: StructType, *, number: int
+) -> Outcome:
+    chosen = args.get("columns")
+    plan = columns.plan_update(
+        dataset.open_latest(table.uri, storage=table.storage),
+        source,
+        str(args["on"]),
+        uri=table.uri,
+        columns=None if chosen is None else decode_names(str(chosen), key="columns"),
+    )
+    job = StagedJob.begin(table.uri, read_version=plan.version, storage=table.storage)
+    state = {
+        "plan": plan.state(),
+        "job_id": job.job_id,
+        "schema": source.json(),
+        "attempt": number,
+    }
+    query = plan.sql(table=str(args["table"]), source=str(args["source"]))
+    task = columns.update_task(plan, storage=table.storage, job_id=job.job_id)
+    return Job(state, input=Query(query), task=task)
+
+
 # What create_index / drop_index did: the companion raises Spark's IndexAlreadyExistsException
 # / NoSuchIndexException for "exists" / "missing" (IF [NOT] EXISTS then ignores them).
 INDEX_OUTCOME_SCHEMA = StructType([StructField("outcome", StringType())])
@@ -405,6 +480,7 @@ JOB_PROCEDURES: dict[str, Callable[[TableContext, Mapping[str, Any], Resume | No
     "convert": _convert,
     "create_index": _create_index,
     "optimize_indices": _optimize_indices,
+    "update_columns": _update_columns,
 }
 
 
@@ -457,8 +533,10 @@ def run(
         outcome = PROCEDURES[name](table, args)
     if isinstance(outcome, Job):
         job: dict[str, Any] = {"state": outcome.state, "schema": _jobs.RESULT_SCHEMA.json()}
-        if outcome.input is not None:
-            given = outcome.input
+        given = outcome.input
+        if isinstance(given, Query):
+            job["input"] = {"query": given.query}
+        elif given is not None:
             job["input"] = {"format": given.format, "path": given.path, "options": given.options}
         if outcome.task is not None:
             command = _jobs.map_command(outcome.task)

@@ -82,6 +82,21 @@ CALL = "CALL spark_catalog.system."
             "convert(table => 'lance.`/d/e.lance`', source => 'db.events')",
         ),
         ("CONVERT TO LANCE parquet.`/d/e`", None),
+        (
+            "ALTER TABLE pets UPDATE COLUMNS label, `a,b` FROM db.src ON id",
+            "update_columns(table => 'pets', source => 'db.src', on => 'id', "
+            """columns => '["label","a,b"]')""",
+        ),
+        (
+            "alter table '/d/p.lance' update columns (score) from `my src` on `ID`",
+            "update_columns(table => 'lance.`/d/p.lance`', source => '`my src`', on => 'ID', "
+            """columns => '["score"]')""",
+        ),
+        ("ALTER TABLE pets UPDATE COLUMNS FROM src ON id", None),
+        ("ALTER TABLE pets UPDATE COLUMNS (a, b FROM src ON id", None),
+        ("ALTER TABLE pets UPDATE COLUMNS a FROM src", None),
+        ("ALTER TABLE pets UPDATE COLUMNS a FROM (SELECT * FROM src) ON id", None),
+        ("ALTER TABLE pets UPDATE COLUMNS a FROM src ON id AND x", None),
         ("CONVERT TO DELTA parquet.`/d/e`", None),
         ("CONVERT TO LANCE parquet.`/d/e` LOCATION '/d/e.lance' NO STATISTICS", None),
         ("SHOW BRANCHES IN pets LIMIT 2", None),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -264,3 +265,158 @@ def test_rows_appended_during_the_job_are_updated_too(
     assert ds.version == version + 2  # the append, then one UPDATE COLUMNS
     labels = {r["id"]: r["label"] for r in ds.to_table(columns=["id", "label"]).to_pylist()}
     assert (labels[4], labels[2000], labels[5]) == ("new4", "new2000", "l5")
+
+
+# --- ALTER TABLE t UPDATE COLUMNS ... FROM source ON key (the companion's statement) -----------
+
+
+def _quoted(uri: str) -> str:
+    return "'" + uri.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def test_sql_statement_matches_the_api(spark: SparkSession, tmp_path: Any, view: Any) -> None:
+    """The SQL statement and ``updateColumns`` give identical tables from identical ones (the
+    API's result is checked against Spark's own evaluation above); a column list updates only
+    those columns; only their files are written; one version each."""
+    by_api, by_sql = str(tmp_path / "api.lance"), str(tmp_path / "sql.lance")
+    _table(spark, by_api)
+    t = _table(spark, by_sql)
+    before = lance.dataset(by_sql)
+    image_files = _files_of(before, before.lance_schema.field("image").id())
+    source = _source(spark)
+    name = view(source)
+
+    want = LanceTable.forPath(spark, by_api).updateColumns(source, on="id").first()
+    got = spark.sql(f"ALTER TABLE {_quoted(by_sql)} UPDATE COLUMNS label, score FROM {name} ON id")
+
+    assert got.collect() == [want]
+    ds = lance.dataset(by_sql)
+    assert ds.version == before.version + 1
+    assert ds.to_table() == lance.dataset(by_api).to_table()
+    assert _files_of(ds, ds.lance_schema.field("image").id()) == image_files
+    history = t.history(1).first()
+    assert (history.operation, history.operationParameters) == (
+        "UPDATE COLUMNS",
+        {"columns": "label, score", "on": "id"},
+    )
+
+    # One column of the source (others ignored), the key spelled in another case.
+    doubled = view(source.select("id", (F.col("score") * 2).alias("score"), "label"))
+    spark.sql(f"ALTER TABLE {_quoted(by_sql)} UPDATE COLUMNS (SCORE) FROM {doubled} ON ID")
+    rows = {r["id"]: r for r in lance.dataset(by_sql).to_table().to_pylist()}
+    assert rows[4]["score"] == 4.0 and rows[4]["label"] == "new4"
+    assert rows[5]["score"] == 5.0 and rows[5]["label"] == "l5"
+    assert lance.dataset(by_sql).version == before.version + 2
+
+
+def test_sql_statement_errors_change_nothing(
+    spark: SparkSession, table_uri: str, view: Any
+) -> None:
+    """Every refused statement names what is wrong and leaves no version, file or staging."""
+    _table(spark, table_uri)
+    version, files = lance.dataset(table_uri).version, _data_files(table_uri)
+    before = lance.dataset(table_uri).to_table()
+    table = _quoted(table_uri)
+    good = view(spark.createDataFrame([(1, "a", 2)], "id long, label string, nope int"))
+    wrong_type = view(spark.createDataFrame([(1, 7)], "id long, label int"))
+    twice = view(
+        spark.createDataFrame(
+            [(i, "x") for i in range(0, 1000, 3)] + [(999, "again")], "id long, label string"
+        )
+    )
+    refused = {
+        f"UPDATE COLUMNS nope FROM {good} ON id": r"column 'nope' of the source is not a column of the Lance",
+        f"UPDATE COLUMNS other FROM {good} ON id": r"'other' is not a column of the source",
+        f"UPDATE COLUMNS id FROM {good} ON id": r"'id' is the key",
+        f"UPDATE COLUMNS label FROM {good} ON key": r"key 'key' is not a column of the Lance",
+        f"UPDATE COLUMNS label FROM {wrong_type} ON id": r"'label'.*int32.*string",
+        "UPDATE COLUMNS label FROM no_such_view ON id": r"TABLE_OR_VIEW_NOT_FOUND.*no_such_view",
+        f"UPDATE COLUMNS label FROM {twice} ON id": r"key 999 more than once",
+    }
+    for statement, error in refused.items():
+        with pytest.raises(Exception, match=error):
+            spark.sql(f"ALTER TABLE {table} {statement}").collect()
+    _wait_until_no_task_runs(spark)
+    ds = lance.dataset(table_uri)
+    assert ds.version == version
+    assert ds.to_table() == before
+    assert _data_files(table_uri) == files
+    assert not os.path.exists(os.path.join(table_uri, "_lance_spark"))
+
+
+def test_sql_statement_is_redone_after_an_overlapping_append(
+    classic_spark: SparkSession, table_uri: str
+) -> None:
+    """The statement's procedure, driven call by call as the companion drives it: an append
+    with a key of the source committed while the job ran makes the commit a retryable
+    conflict, so the procedure asks for the job again on the newer version; the appended row
+    is updated too, in one version (serializable like MERGE)."""
+    from lance_spark.source import write_jobs
+    from lance_spark.table import procedures
+    from lance_spark.table.context import TableContext
+
+    spark = classic_spark
+    _table(spark, table_uri)
+    version = lance.dataset(table_uri).version
+    source = f"source_{uuid.uuid4().hex[:12]}"
+    spark.createDataFrame(
+        [(4, "new4"), (2000, "new2000")], "id long, label string"
+    ).createOrReplaceTempView(source)
+    procedure = procedures.JOB_PROCEDURES["update_columns"]
+    table = TableContext(spark, table_uri, {})
+    path = "lance.`" + table_uri.replace("`", "``") + "`"  # as the statement's parser names it
+    args = {"table": path, "source": source, "on": "id", "columns": "label"}
+
+    def run(job: Any) -> list[bytes]:
+        task = job.task
+
+        def ship(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for result in task(batches):
+                yield write_jobs.encode(result)
+
+        rows = spark.sql(job.input.query).mapInArrow(ship, write_jobs.RESULT_DDL).collect()
+        return [bytes(r[0]) for r in rows]
+
+    asked = procedure(table, args, None)
+    assert isinstance(asked, procedures.Job) and isinstance(asked.input, procedures.Query)
+    schema = spark.sql(asked.input.query).schema
+    info = procedures.InputInfo(schema=schema, files=0)
+    first = procedure(table, args, procedures.Resume(state=asked.state, results=None, input=info))
+    assert isinstance(first, procedures.Job)
+    results = run(first)
+    extra = pa.table(
+        {
+            "id": pa.array([2000], pa.int64()),
+            "label": ["l2000"],
+            "score": [0.0],
+            "image": pa.array([b"x"], pa.binary()),
+        }
+    )
+    lance.write_dataset(extra, table_uri, mode="append")  # another writer, meanwhile
+    again = procedure(table, args, procedures.Resume(state=first.state, results=results))
+    assert isinstance(again, procedures.Job)  # the conflict: the job once more
+    assert again.state["attempt"] == 2 and again.state["plan"]["version"] == version + 1
+    done = procedure(table, args, procedures.Resume(state=again.state, results=run(again)))
+    assert done == (procedures.UPDATE_COLUMNS_SCHEMA, [(1, 2)])
+    ds = lance.dataset(table_uri)
+    assert ds.version == version + 2  # the append, then one UPDATE COLUMNS
+    labels = dict(zip(*ds.to_table(columns=["id", "label"]).to_pydict().values(), strict=True))
+    assert (labels[4], labels[2000], labels[5]) == ("new4", "new2000", "l5")
+    assert not os.path.exists(os.path.join(table_uri, "_lance_spark"))
+    spark.catalog.dropTempView(source)
+
+
+def test_names_with_braces_and_spaces(spark: SparkSession, table_uri: str) -> None:
+    """The join is one SQL query: names are quoted whole (braces are not PySpark's format
+    fields)."""
+    key, value = "the key", "odd {name} here"
+    lance.write_dataset(
+        pa.table({key: pa.array([1, 2, 3], pa.int64()), value: ["a", "b", "c"]}), table_uri
+    )
+    source = spark.createDataFrame([(2, "B")], "`the key` long, `odd {name} here` string")
+    t = LanceTable.forPath(spark, table_uri)
+    assert t.updateColumns(source, on=key).first().num_affected_rows == 1
+    assert lance.dataset(table_uri).to_table().to_pydict() == {
+        key: [1, 2, 3],
+        value: ["a", "B", "c"],
+    }

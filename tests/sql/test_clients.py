@@ -318,6 +318,59 @@ def test_optimize_indexes_and_properties_through_every_client(
 
 
 @pytest.mark.spark
+def test_update_columns_through_every_client(sql_client: SqlClient, tmp_path: Path) -> None:
+    """ALTER TABLE t UPDATE COLUMNS ... FROM source ON key (a Spark job joining the source,
+    which the companion's procedure asks for) in every client: the matched rows get the
+    source's values, the others keep theirs, a column list updates only those columns, one
+    version each, only the updated columns' files written; checked with pylance."""
+    path = tmp_path / "backfill.lance"
+    for start in (0, 4):  # two fragments
+        lance.write_dataset(
+            pa.table(
+                {
+                    "id": pa.array(range(start, start + 4), pa.int64()),
+                    "label": [f"l{i}" for i in range(start, start + 4)],
+                    "score": pa.array([float(i) for i in range(start, start + 4)]),
+                }
+            ),
+            str(path),
+            mode="append" if start else "create",
+        )
+    version = lance.dataset(str(path)).version
+    name = _table_name(sql_client, "backfill")
+    source = f"{name}_source"
+    statements = [
+        f"DROP TABLE IF EXISTS {name}",
+        f"CREATE TABLE {name} USING lance LOCATION '{path}'",
+        f"CREATE OR REPLACE TEMPORARY VIEW {source} AS SELECT * FROM VALUES "
+        "(1L, 'new1', 10.0D), (6L, 'new6', 60.0D), (99L, 'none', 0.0D) AS v(id, label, score)",
+        f"ALTER TABLE {name} UPDATE COLUMNS label, score FROM {source} ON id",  # 3
+        f"ALTER TABLE '{path}' UPDATE COLUMNS (score) FROM {source} ON ID",  # 4
+        f"DESCRIBE HISTORY {name} LIMIT 1",  # 5
+    ]
+    # A query in place of the source's name is not the statement's: Spark's syntax error.
+    refused = f"ALTER TABLE {name} UPDATE COLUMNS score FROM (SELECT * FROM {source}) ON id"
+    try:
+        outcomes = sql_client.sql_each([*statements, refused])
+    finally:
+        if sql_client.kind != SPARK_SQL:
+            sql_client.sql(f"DROP TABLE IF EXISTS {name}")
+    _refused(outcomes, [(refused, r"(?i)syntax")])
+    assert rows_as_text(outcomes[3]) == [("2", "2")]
+    assert rows_as_text(outcomes[4]) == [("1", "2")]
+    assert [r[2] for r in rows_as_text(outcomes[5])] == ["UPDATE COLUMNS"]
+    dataset = lance.dataset(str(path))
+    assert dataset.version == version + 2
+    rows = dataset.to_table().sort_by("id").to_pydict()
+    assert rows["label"] == ["l0", "new1", "l2", "l3", "l4", "l5", "new6", "l7"]
+    assert rows["score"] == [0.0, 10.0, 2.0, 3.0, 4.0, 5.0, 60.0, 7.0]
+    label = dataset.lance_schema.field("label").id()
+    for fragment in dataset.get_fragments():  # the label column: each fragment's first file
+        files = [f for f in fragment.metadata.files if label in f.fields]
+        assert len(files) == 1
+
+
+@pytest.mark.spark
 def test_index_errors_name_what_is_wrong(sql_client: SqlClient, tmp_path: Path) -> None:
     """A second index of one name, an index over two columns, a parameter of another index
     type, DROP INDEX of an absent index: refused with what is wrong; Lance unchanged."""

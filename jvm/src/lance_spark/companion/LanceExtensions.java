@@ -43,7 +43,7 @@ import scala.runtime.BoxedUnit;
  */
 public final class LanceExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
   /** Bumped with every change of the protocol between this jar and {@code lance_spark}. */
-  public static final int PROTOCOL = 8;
+  public static final int PROTOCOL = 9;
 
   /** The SQL function that answers {@link #PROTOCOL} in a session the companion is loaded in. */
   public static final String PROTOCOL_FUNCTION = "lance_companion_protocol";

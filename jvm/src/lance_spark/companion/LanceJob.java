@@ -30,7 +30,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * ({@code lance_spark.table.job_runner.TaskReader}) and run as a {@link LanceScan}. Or a Python function
  * run on every partition of data Spark reads itself ({@code input}: format, path, options; a
  * {@code mapInArrow} of the pickled function, as {@code lance_spark.table.job_runner.run_tasks} runs
- * it from PySpark): CONVERT TO LANCE reads Parquet with Spark's reader. Either way each task's
+ * it from PySpark): CONVERT TO LANCE reads Parquet with Spark's reader, UPDATE COLUMNS a join
+ * Python wrote as a query. Either way each task's
  * rows are what it did, which go back to Python. Java decides nothing: the tasks, the data,
  * the function and what they return are Python's.
  *
@@ -70,8 +71,15 @@ final class LanceJob implements SupportsRead {
   /** PySpark's {@code PythonEvalType.SQL_MAP_ARROW_ITER_UDF}: a {@code mapInArrow} function. */
   private static final int MAP_ARROW_ITER = 207;
 
-  /** The data a job reads ({@code {"format", "path", "options"}}), read by Spark's reader. */
+  /**
+   * The data a job reads: {@code {"format", "path", "options"}}, read by Spark's reader, or
+   * {@code {"query"}}, a query Python wrote over the session's tables (UPDATE COLUMNS: the
+   * Lance table at the version it read, joined with the source the statement names).
+   */
   static org.apache.spark.sql.classic.Dataset<Row> input(JsonNode input) {
+    if (input.has("query")) {
+      return LancePlanner.session().sql(input.get("query").asText());
+    }
     org.apache.spark.sql.classic.DataFrameReader reader =
         LancePlanner.session().read().format(input.get("format").asText());
     for (var option : input.get("options").properties()) {

@@ -41,18 +41,20 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * Lance's procedures in {@link LanceSessionCatalog}: {@code CALL spark_catalog.system.history |
  * restore | vacuum | detail | create_tag | drop_tag | create_branch | drop_branch | branches
- * | optimize (table => '<name or lance.`path`>', ...)} and {@code convert(table =>
- * 'lance.`path`', source => '<Parquet path or table>', mode => 'error')}, which
- * {@link LanceSqlParser} also makes of Delta's {@code DESCRIBE HISTORY}, {@code RESTORE},
- * {@code VACUUM}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE}, {@code CONVERT TO LANCE} and of the
- * tag and branch statements. A call runs when Spark analyses it (a
+ * | optimize | optimize_indices | update_columns (table => '<name or lance.`path`>', ...)}
+ * and {@code convert(table => 'lance.`path`', source => '<Parquet path or table>', mode =>
+ * 'error')}, which {@link LanceSqlParser} also makes of Delta's {@code DESCRIBE HISTORY},
+ * {@code RESTORE}, {@code VACUUM}, {@code DESCRIBE DETAIL}, {@code OPTIMIZE},
+ * {@code CONVERT TO LANCE}, of the tag and branch statements and of
+ * {@code ALTER TABLE t UPDATE COLUMNS}. A call runs when Spark analyses it (a
  * command: once per statement, in every client). The index operations of
  * {@link LanceCatalogTable} ({@code SupportsIndex}) run here too.
  *
  * <p>A procedure whose work is a Spark job ({@code optimize}, {@code convert}) answers with the
  * job instead of rows: the read function and partitions of a Python reader whose partitions are
- * its tasks, as a scan's plan comes back; or data for Spark to read and a pickled Python
- * function to run on it (before that function, the procedure may ask for the data's schema). {@link LanceJob} runs it and the procedure is called again with the
+ * its tasks, as a scan's plan comes back; or data for Spark to read (files, or a query Python
+ * wrote: UPDATE COLUMNS's join) and a pickled Python function to run on it (before that
+ * function, the procedure may ask for the data's schema). {@link LanceJob} runs it and the procedure is called again with the
  * job's results ({@code resume}), until it answers with rows; when the job fails, it is called
  * with none (it deletes what the job staged) and the job's error is raised.
  *
@@ -121,6 +123,11 @@ final class LanceProcedures {
       required("table", DataTypes.StringType),
       optional("index", DataTypes.StringType, "NULL"),
       optional("retrain", DataTypes.BooleanType, "false")});
+    PARAMETERS.put("update_columns", new ProcedureParameter[] {
+      required("table", DataTypes.StringType),
+      required("source", DataTypes.StringType),
+      required("on", DataTypes.StringType),
+      optional("columns", DataTypes.StringType, "NULL")});
     PARAMETERS.put("convert", new ProcedureParameter[] {
       required("table", DataTypes.StringType),
       required("source", DataTypes.StringType),
@@ -183,6 +190,7 @@ final class LanceProcedures {
           args.put(key, input.getUTF8String(i).toString());
         }
       }
+      args.put("table", table);  // the SQL text naming it, for a procedure's job to read it
       if (!table.toLowerCase(java.util.Locale.ROOT).startsWith(PythonTableView.FORMAT + ".`")) {
         args.put("name", table);  // a catalog name (DESCRIBE DETAIL shows it), not a path
       }

@@ -26,7 +26,8 @@ import scala.collection.immutable.Seq;
  * LOCATION 'path'} (see {@link #convert}), lance_spark's first spelling of
  * {@code CREATE INDEX} (see {@link #createIndex}), {@code ALTER TABLE t CREATE TAG name [AS OF VERSION n]},
  * {@code ALTER TABLE t DROP TAG name}, {@code ALTER TABLE t CREATE BRANCH [IF NOT EXISTS] name
- * [AS OF VERSION n | 'tag']}, {@code ALTER TABLE t DROP BRANCH [IF EXISTS] name} and
+ * [AS OF VERSION n | 'tag']}, {@code ALTER TABLE t DROP BRANCH [IF EXISTS] name},
+ * {@code ALTER TABLE t UPDATE COLUMNS [(]c1, c2[)] FROM source ON key} (see {@link #updateColumns}) and
  * {@code SHOW BRANCHES {IN | FROM} t}, where
  * {@code t} is a table name ({@code t.branch_b} too), {@code lance.`/path`} or a quoted path.
  * Each becomes the call of the session catalog's procedure ({@link LanceProcedures}):
@@ -238,11 +239,17 @@ public final class LanceSqlParser implements ParserInterface {
     return "`" + name.replace("`", "``") + "`";
   }
 
-  /** ALTER TABLE t {CREATE | DROP} {TAG | BRANCH} ...; null for Spark's own ALTER TABLE. */
+  /**
+   * ALTER TABLE t {CREATE | DROP} {TAG | BRANCH} ... and ALTER TABLE t UPDATE COLUMNS ...; null
+   * for Spark's own ALTER TABLE.
+   */
   private static String alterTable(Cursor c) {
     String table = c.table();
     if (table == null) {
       return null;
+    }
+    if (c.accept("UPDATE")) {
+      return c.accept("COLUMNS") ? updateColumns(c, table) : null;
     }
     boolean create = c.accept("CREATE");
     if (!create && !c.accept("DROP")) {
@@ -302,6 +309,44 @@ public final class LanceSqlParser implements ParserInterface {
         ? call("create_branch", table, "branch", literal(branch), "version", version, "tag",
             tag == null ? null : literal(tag), "if_not_exists", guarded ? "true" : null)
         : null;
+  }
+
+  /**
+   * {@code ALTER TABLE t UPDATE COLUMNS [(]c1, c2[)] FROM source ON key}: the table's columns
+   * {@code c1, c2} get the values of the source's columns of the same names, for the rows whose
+   * {@code key} the source (a table or view name, or {@code lance.`path`}) holds; the other rows
+   * keep theirs ({@code LanceTable.updateColumns}). The names travel as a JSON list, which keeps
+   * a name with a comma whole.
+   */
+  private static String updateColumns(Cursor c, String table) {
+    boolean parenthesized = c.accept("(");
+    List<String> columns = new ArrayList<>();
+    do {
+      String column = c.name();
+      if (column == null) {
+        return null;
+      }
+      columns.add(column);
+    } while (c.accept(","));
+    if ((parenthesized && !c.accept(")")) || !c.accept("FROM")) {
+      return null;
+    }
+    String source = c.table();
+    if (source == null || !c.accept("ON")) {
+      return null;
+    }
+    String key = c.name();
+    if (key == null || !c.atEnd()) {
+      return null;
+    }
+    String names;
+    try {
+      names = LancePlanner.JSON.writeValueAsString(columns);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException(e);  // a list of strings always serializes
+    }
+    return call("update_columns", table, "source", literal(source), "on", literal(key),
+        "columns", literal(names));
   }
 
   private static String call(String procedure, String table, String... namedValues) {
