@@ -94,8 +94,8 @@ ROWS_PER_FILE = 250_000
 CHUNK = 100_000
 SAMPLE_INTERVAL = 0.02
 # The blob table's scan (sub-second jobs): warm-up scans per side, scans per timed run.
-SCAN_WARMUP = 3
-SCAN_REPEAT = 5
+SCAN_WARMUP = 10
+SCAN_REPEAT = 6
 SCAN_RUNS = 9
 PERMUTE = 2_147_483_647  # a prime: i -> i * PERMUTE % n permutes 0..n-1 when n is coprime
 
@@ -741,26 +741,30 @@ def repeated(
     name: str,
     ours: Callable[[], object],
     baseline: Callable[[], object],
-    runs: int,
-    repeat: int,
-    warmup: int,
-) -> tuple[float, float]:
-    """``warmup`` calls of each, then ``runs`` rounds alternating which goes first, each
-    round ``repeat`` calls back to back per side (timed together, divided); medians."""
-    for _ in range(warmup):
+    scans: ScanRuns,
+) -> tuple[float, float, list[float], list[float]]:
+    """``scans.warmup`` calls of each, then ``scans.runs`` runs of ``scans.repeat`` pairs of
+    calls, each pair in the other order than the one before (ours-theirs, theirs-ours, ...:
+    a drift of the machine or the JVM falls on both sides alike); a run's time per side is
+    its mean. Returns the medians over the runs and every run's times."""
+    for _ in range(scans.warmup):
         ours()
         baseline()
     a: list[float] = []
     b: list[float] = []
-    for run in range(runs):
-        order = [(ours, a), (baseline, b)]
-        for action, into in order if run % 2 == 0 else reversed(order):
-            start = time.perf_counter()
-            for _ in range(repeat):
+    flip = False
+    for _ in range(scans.runs):
+        spent = {id(ours): 0.0, id(baseline): 0.0}
+        for _ in range(scans.repeat):
+            for action in (baseline, ours) if flip else (ours, baseline):
+                start = time.perf_counter()
                 action()
-            into.append((time.perf_counter() - start) / repeat)
+                spent[id(action)] += time.perf_counter() - start
+            flip = not flip
+        a.append(spent[id(ours)] / scans.repeat)
+        b.append(spent[id(baseline)] / scans.repeat)
     log(f"{name}: ours {[round(x, 3) for x in a]}, baseline {[round(x, 3) for x in b]}")
-    return statistics.median(a), statistics.median(b)
+    return statistics.median(a), statistics.median(b), a, b
 
 
 @dataclass(frozen=True)
@@ -806,8 +810,8 @@ def case_blobs(
     with blob_files_moved(blob, root / "blobs_aside") as moved:
         if scan(blob)() != scan(plain)():
             raise AssertionError("the blob table's scan needs its blob files")
-    scan_ours, scan_base = repeated(
-        "blob scan", scan(blob), scan(plain), scans.runs, scans.repeat, scans.warmup
+    scan_ours, scan_base, ours_runs, base_runs = repeated(
+        "blob scan", scan(blob), scan(plain), scans
     )
 
     ids = sorted(np.random.default_rng(3).choice(count, min(LOOKUPS, count), replace=False))
@@ -854,12 +858,16 @@ def case_blobs(
         "`LanceTable.blobs('image', where='id IN (...)')` reads each BlobFile fully in the "
         "driver. Every path's bytes are checked against the generator's. Lookups: medians "
         f"of {runs} runs after a warm-up, alternating sides.",
-        f"The scan: {scans.warmup} warm-up scan(s) per side, then {scans.runs} runs "
-        f"alternating which side goes first, each run {scans.repeat} scan(s) back to back "
-        f"(its time / {scans.repeat}); medians of the runs. A scan of {count:,} rows is a "
-        "Spark job of a few hundred ms, nearly all fixed cost (planning, task launch, the "
-        "shuffle of the groupBy), so a median of 3 single scans can move by 10-20% from run "
-        f"to run. The two tables are laid out alike: {_layout(layout[blob])} (blob table) vs "
+        f"The scan: {scans.warmup} warm-up scan(s) per side, then {scans.runs} runs of "
+        f"{scans.repeat} pairs of scans (blob table, table without images), each pair in "
+        "the other order than the one before; a run's time per side is its mean, the figures "
+        "the medians over the runs (the runs, s: blob table "
+        f"{', '.join(f'{x:.3f}' for x in ours_runs)}; without images "
+        f"{', '.join(f'{x:.3f}' for x in base_runs)}). A scan of {count:,} rows is a Spark "
+        "job of a few hundred ms, nearly all fixed cost (planning, task launch, the shuffle "
+        "of the groupBy), and the first tens of scans of a session get faster as the JVM "
+        "warms up: a median of 3 single scans after one warm-up moved by 10-20% from run to "
+        "run (1.15 in an earlier run of this benchmark). The two tables are laid out alike: {_layout(layout[blob])} (blob table) vs "
         f"{_layout(layout[plain])} (without images). "
         + (
             f"The scan reads no blob bytes: it is repeated with the blob table's {moved.files} "
@@ -1053,13 +1061,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--scan-runs",
         type=int,
         default=SCAN_RUNS,
-        help="timed runs of the blob table's scan (after min(3, this) warm-up scans per side)",
+        help="timed runs of the blob table's scan",
+    )
+    parser.add_argument(
+        "--scan-warmup",
+        type=int,
+        default=SCAN_WARMUP,
+        help="warm-up scans per side before the blob table's timed scans",
     )
     parser.add_argument(
         "--scan-repeat",
         type=int,
         default=SCAN_REPEAT,
-        help="scans back to back per run of the blob table's scan",
+        help="pairs of scans (one per side) per run of the blob table's scan",
     )
     parser.add_argument("--backfill-runs", type=int, default=1)
     parser.add_argument("--btree-rows", type=int, default=BTREE_ROWS)
@@ -1186,9 +1200,7 @@ def main(
                         args.images,
                         args.image_kb,
                         args.runs,
-                        ScanRuns(
-                            args.scan_runs, args.scan_repeat, min(SCAN_WARMUP, args.scan_runs)
-                        ),
+                        ScanRuns(args.scan_runs, args.scan_repeat, args.scan_warmup),
                     )
                 )
             if "backfill" in args.cases:

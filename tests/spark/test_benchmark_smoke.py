@@ -155,7 +155,7 @@ def test_tiny_ml_scale_benchmark_writes_its_section(spark: SparkSession, tmp_pat
     argv = ["--btree-rows", "20000", "--vector-rows", "3000", "--dim", "16"]
     argv += ["--num-partitions", "4", "--num-sub-vectors", "2", "--queries", "5"]
     argv += ["--images", "50", "--image-kb", "2", "--backfill-rows", "2000", "--runs", "1"]
-    argv += ["--scan-runs", "1", "--scan-repeat", "1", "--cluster"]
+    argv += ["--scan-runs", "1", "--scan-repeat", "1", "--scan-warmup", "1", "--cluster"]
     argv += ["--out", str(out), "--work-dir", str(tmp_path / "work")]
 
     # --cluster's cases on the test session (the standalone cluster itself: tests/cluster).
