@@ -867,7 +867,8 @@ def case_blobs(
         "job of a few hundred ms, nearly all fixed cost (planning, task launch, the shuffle "
         "of the groupBy), and the first tens of scans of a session get faster as the JVM "
         "warms up: a median of 3 single scans after one warm-up moved by 10-20% from run to "
-        "run (1.15 in an earlier run of this benchmark). The two tables are laid out alike: {_layout(layout[blob])} (blob table) vs "
+        "run (1.15 in an earlier run of this benchmark). The two tables are laid out alike: "
+        f"{_layout(layout[blob])} (blob table) vs "
         f"{_layout(layout[plain])} (without images). "
         + (
             f"The scan reads no blob bytes: it is repeated with the blob table's {moved.files} "

@@ -180,5 +180,6 @@ def test_tiny_ml_scale_benchmark_writes_its_section(spark: SparkSession, tmp_pat
         assert 0 <= _number(recall) <= 1 and _number(latency) > 0
     assert "python -m benchmarks.ml_scale --btree-rows 20000" in markdown
     assert "### BTREE build, 20,000 int64 rows, standalone cluster" in markdown
+    assert "The two tables are laid out alike: 2 fragments, 2 data files" in markdown
     assert "### IVF_PQ build, 3,000 x 16 float32, standalone cluster" in markdown
     assert list((tmp_path / "work").iterdir()) == []
