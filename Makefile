@@ -52,7 +52,7 @@ demo: jdk $(STAMP) $(JAR) ## Run the walkthrough notebook ("a time machine with 
 
 bench: jdk $(STAMP) $(JAR) ## side-by-side benchmark against Parquet, then ML datasets at scale (writes BENCHMARKS.md)
 	$(PY) -m benchmarks.run --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --out BENCHMARKS.md
-	$(PY) -m benchmarks.ml_scale --out BENCHMARKS.md
+	$(PY) -m benchmarks.ml_scale --out BENCHMARKS.md --cluster
 
 bench-scale: jdk $(STAMP) $(JAR) ## many versions / fragments, compaction, worker memory (a section of BENCHMARKS.md)
 	$(PY) -m benchmarks.scale --out BENCHMARKS.md

@@ -29,6 +29,13 @@ Cases:
 ``--cases btree,ivf_pq,blob,backfill`` (the default: all) runs a subset (``ivf_pq`` covers
 cases 2 and 3, ``blob`` case 4, ``backfill`` case 5); the section written then holds only
 those.
+
+``--cluster`` (``make bench`` passes it) then runs the builds of cases 1 and 2 (those among
+``--cases``) again on a Spark standalone cluster on 127.0.0.1 with the same 2 cores (a master
+and two 1-core workers, :mod:`benchmarks.spark_cluster`, the tests' cluster), started once the
+``local[2]`` session has stopped and stopped at the end; the driver stays in this process, so
+the pylance baselines (run again) and the driver RSS are measured as on ``local[2]``. Their
+rows go into the same section, named with the suffix ", standalone cluster".
 """
 
 from __future__ import annotations
@@ -41,12 +48,12 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lance
 import numpy as np
@@ -55,7 +62,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import lance_spark
-from benchmarks import sections
+from benchmarks import sections, spark_cluster
 from benchmarks.run import MIB, describe_machine, jvm_pid, log, start_spark, work_root
 from lance_spark import LanceTable
 
@@ -86,6 +93,10 @@ QUERY_SEED = 10**9
 ROWS_PER_FILE = 250_000
 CHUNK = 100_000
 SAMPLE_INTERVAL = 0.02
+# The blob table's scan (sub-second jobs): warm-up scans per side, scans per timed run.
+SCAN_WARMUP = 10
+SCAN_REPEAT = 6
+SCAN_RUNS = 9
 PERMUTE = 2_147_483_647  # a prime: i -> i * PERMUTE % n permutes 0..n-1 when n is coprime
 
 BTREE = "BTREE build"
@@ -111,6 +122,10 @@ CASE_NAMES = (
     BACKFILL,
 )
 CASES = ("btree", "ivf_pq", "blob", "backfill")  # --cases: what each name runs, in order
+# --cluster: the builds again, on a Spark standalone cluster (rows named with this suffix).
+CLUSTER_SUFFIX = ", standalone cluster"
+CLUSTER_CASES = ("btree", "ivf_pq")
+CLUSTER_CASE_NAMES = tuple(n + CLUSTER_SUFFIX for n in (BTREE, BTREE_RSS, IVF_PQ))
 TARGETS: dict[str, float | None] = {
     BTREE: 1.0,
     BTREE_RSS: 1.5,
@@ -123,6 +138,7 @@ TARGETS: dict[str, float | None] = {
     BLOB_FILES: None,
     BACKFILL: 0.2,
 }
+TARGETS.update({n + CLUSTER_SUFFIX: TARGETS[n] for n in (BTREE, BTREE_RSS, IVF_PQ)})
 
 
 @dataclass(frozen=True)
@@ -244,7 +260,10 @@ def driver_phases() -> Iterator[Phases]:
     from lance_spark.source import index_builds
 
     phases = Phases()
-    originals = {"train": index_builds.train, "commit": index_builds.commit_build}
+    originals: dict[str, Callable[..., Any]] = {
+        "train": index_builds.train,
+        "commit": index_builds.commit_build,
+    }
 
     def timed(key: str) -> Callable[..., Any]:
         original = originals[key]
@@ -258,13 +277,13 @@ def driver_phases() -> Iterator[Phases]:
 
         return wrapper
 
-    index_builds.train = timed("train")  # type: ignore[assignment]
-    index_builds.commit_build = timed("commit")  # type: ignore[assignment]
+    index_builds.train = timed("train")
+    index_builds.commit_build = timed("commit")
     try:
         yield phases
     finally:
-        index_builds.train = originals["train"]  # type: ignore[assignment]
-        index_builds.commit_build = originals["commit"]  # type: ignore[assignment]
+        index_builds.train = originals["train"]
+        index_builds.commit_build = originals["commit"]
 
 
 def _reader(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatchReader:
@@ -297,7 +316,8 @@ def latent(first: int, count: int) -> np.ndarray:
 
 def embed(factors: np.ndarray, mix: np.ndarray, seed: Sequence[int]) -> np.ndarray:
     noise = np.random.default_rng(seed).normal(0.0, NOISE, (len(factors), mix.shape[1]))
-    return (factors @ mix + noise).astype(np.float32)
+    vectors: np.ndarray = (factors @ mix + noise).astype(np.float32)
+    return vectors
 
 
 def chunk_vectors(first: int, count: int, mix: np.ndarray) -> np.ndarray:
@@ -414,7 +434,32 @@ def expect_pylance_covered(uri: str, name: str) -> None:
 # --- cases --------------------------------------------------------------------------------------
 
 
-def case_btree(spark: SparkSession, root: Path, rows: int) -> Section:
+@dataclass(frozen=True)
+class Where:
+    """Where the connector's side of a case runs: the suffix of its rows' names and titles,
+    and how the notes describe it."""
+
+    suffix: str = ""
+    spark: str = "Spark `local[2]`"
+    local: bool = True
+
+
+LOCAL = Where()
+CLUSTER_WORKERS = 2
+CLUSTER_CORES = 1  # per worker: the same 2 cores as local[2]
+CLUSTER_MEMORY = "2g"  # per worker, and its executor's heap
+CLUSTER = Where(
+    suffix=CLUSTER_SUFFIX,
+    spark=(
+        f"a Spark standalone cluster on 127.0.0.1: a master and {CLUSTER_WORKERS} workers of "
+        f"{CLUSTER_CORES} core, one executor of {CLUSTER_MEMORY} heap each, the driver in the "
+        "benchmark's process"
+    ),
+    local=False,
+)
+
+
+def case_btree(spark: SparkSession, root: Path, rows: int, where: Where = LOCAL) -> Section:
     ours_uri, theirs_uri, tenth_uri = (str(root / f"btree_{n}.lance") for n in ("a", "b", "c"))
     started = time.perf_counter()
     write_ids(ours_uri, rows)
@@ -439,11 +484,11 @@ def case_btree(spark: SparkSession, root: Path, rows: int) -> Section:
     expect_covered(spark, tenth_uri, "id_idx")
     expect_pylance_covered(theirs_uri, "id_idx")
     py, jvm = pids
-    section = Section(f"BTREE build, {rows:,} int64 rows")
+    section = Section(f"BTREE build, {rows:,} int64 rows{where.suffix}")
     section.rows += [
-        Row(BTREE, ours, "pylance create_scalar_index", theirs),
+        Row(BTREE + where.suffix, ours, "pylance create_scalar_index", theirs),
         Row(
-            BTREE_RSS,
+            BTREE_RSS + where.suffix,
             full.peak[py] / MIB,
             "1/10 rows",
             tenth.peak[py] / MIB,
@@ -454,17 +499,19 @@ def case_btree(spark: SparkSession, root: Path, rows: int) -> Section:
         f"The table: one int64 column `id`, a fixed permutation of 0..{rows - 1:,} "
         f"({len(lance.dataset(ours_uri).get_fragments())} fragments); each side builds on "
         "its own identical copy, one measured run each. Ours: "
-        "`LanceTable.forPath(spark, p).createIndex('id', 'BTREE')` (Spark `local[2]`); "
+        f"`LanceTable.forPath(spark, p).createIndex('id', 'BTREE')` ({where.spark}); "
         "pylance: `lance.dataset(p).create_scalar_index('id', 'BTREE')` in the benchmark's "
         "(driver) process. Both indexes are checked to cover every row.",
         "Peak driver RSS: the resident set of the benchmark's Python process (the PySpark "
         f"driver), sampled from /proc every {SAMPLE_INTERVAL * 1000:.0f} ms during the "
         f"connector's build; full size {full.peak[py] / MIB:.0f} MiB (RSS before the build "
         f"{full.start[py] / MIB:.0f} MiB), 1/10 of the rows {tenth.peak[py] / MIB:.0f} MiB "
-        f"(before {tenth.start[py] / MIB:.0f} MiB). Not included: the driver JVM, which in "
-        "`local` mode also hosts the executors (peak "
-        f"{full.peak[jvm] / MIB:.0f} MiB full, {tenth.peak[jvm] / MIB:.0f} MiB 1/10), and "
-        "the Python workers that build the segments.",
+        f"(before {tenth.start[py] / MIB:.0f} MiB). Not included: the driver JVM"
+        + (", which in `local` mode also hosts the executors" if where.local else "")
+        + f" (peak {full.peak[jvm] / MIB:.0f} MiB full, {tenth.peak[jvm] / MIB:.0f} MiB "
+        "1/10), and the Python workers that build the segments"
+        + ("" if where.local else " (in the executors' processes)")
+        + ".",
     ]
     for uri in (ours_uri, theirs_uri, tenth_uri):
         shutil.rmtree(uri, ignore_errors=True)
@@ -480,7 +527,11 @@ class VectorArgs:
     queries: int
 
 
-def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section]:
+def case_vectors(
+    spark: SparkSession, root: Path, a: VectorArgs, where: Where = LOCAL, *, upkeep: bool = True
+) -> list[Section]:
+    """The IVF_PQ build, then (``upkeep``) optimizeIndices after an append and the search
+    figures on the same table."""
     mix = mixing(a.dim)
     uri, theirs_uri = str(root / "vectors.lance"), str(root / "vectors_pylance.lance")
     started = time.perf_counter()
@@ -488,7 +539,7 @@ def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section
     shutil.copytree(uri, theirs_uri)
     fragments = len(lance.dataset(uri).get_fragments())
     log(f"vector tables written in {time.perf_counter() - started:.1f} s")
-    params = {"num_partitions": a.partitions, "num_sub_vectors": a.sub_vectors}
+    params: dict[str, Any] = {"num_partitions": a.partitions, "num_sub_vectors": a.sub_vectors}
     table = LanceTable.forPath(spark, uri)
     with driver_phases() as phases:
         ours = once("IVF_PQ build, connector", lambda: table.createIndex("v", "IVF_PQ", **params))
@@ -504,6 +555,10 @@ def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section
     expect_covered(spark, uri, "v_idx")
     expect_pylance_covered(theirs_uri, "v_idx")
     shutil.rmtree(theirs_uri, ignore_errors=True)
+    build = vector_build_section(a, where, fragments, ours, theirs, phases)
+    if not upkeep:
+        shutil.rmtree(uri, ignore_errors=True)
+        return [build]
 
     queries = query_vectors(a.rows, a.queries, mix)
     before_truth = exact_top_k(uri, queries, K)
@@ -524,28 +579,8 @@ def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section
     rebuilt = search(uri, queries, after_truth)
     shutil.rmtree(uri, ignore_errors=True)
 
-    build = Section(f"IVF_PQ build, {a.rows:,} x {a.dim} float32")
-    build.rows.append(Row(IVF_PQ, ours, "pylance create_index", theirs))
-    build.notes.append(
-        f"Vectors of intrinsic dimension {LATENT}: {LATENT} latent factors uniform in [0, 1) "
-        f"mixed into {a.dim} dimensions by a fixed random Gaussian matrix, plus noise sigma "
-        f"{NOISE} per dimension (deterministic, seeded per chunk), written "
-        f"with pylance in chunks of {CHUNK:,} rows, {ROWS_PER_FILE:,} rows per file "
-        f"({fragments} fragments). `createIndex('v', 'IVF_PQ', num_partitions={a.partitions}, "
-        f"num_sub_vectors={a.sub_vectors})` vs pylance's `create_index` with the same "
-        "parameters on an identical copy; one measured run each; both checked to cover "
-        "every row.",
-    )
-    build.notes.append(
-        f"Where the connector's {ours:.1f} s go: training the IVF centroids and PQ codebooks "
-        f"on the driver {phases.train:.1f} s ({phases.train / ours:.0%}), the rest of the "
-        f"call (planning and the Spark job whose tasks assign and encode the rows and write "
-        f"the segments) {job:.1f} s, committing the segments {phases.commit:.2f} s; "
-        "measured by timing `lance_spark.source.index_builds.train` and `commit_build` in "
-        "the benchmark (driver) process."
-    )
-    upkeep = Section(f"optimizeIndices after appending {appended:,} rows (10%)")
-    upkeep.rows += [
+    upkeeps = Section(f"optimizeIndices after appending {appended:,} rows (10%)")
+    upkeeps.rows += [
         Row(OPTIMIZE, optimize, "createIndex(replace=True)", rebuild),
         Row(
             RECALL,
@@ -557,7 +592,7 @@ def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section
         ),
         Row(LATENCY, optimized.median_ms, "fully indexed", indexed.median_ms, unit="ms"),
     ]
-    upkeep.notes += [
+    upkeeps.notes += [
         "Search figures (pylance `to_table(nearest=...)`, k=10, nprobes=20, refine_factor=10, "
         f"{a.queries} queries, each a perturbed copy of a random row of the first "
         f"{a.rows:,} (its latent factors moved by Gaussian noise sigma {QUERY_JITTER}, "
@@ -582,7 +617,35 @@ def case_vectors(spark: SparkSession, root: Path, a: VectorArgs) -> list[Section
         "after / before. optimizeIndices and the rebuild: one measured run each, on the same "
         "table (the rebuild after the optimize).",
     ]
-    return [build, upkeep]
+    return [build, upkeeps]
+
+
+def vector_build_section(
+    a: VectorArgs, where: Where, fragments: int, ours: float, theirs: float, phases: Phases
+) -> Section:
+    job = ours - phases.train - phases.commit
+    build = Section(f"IVF_PQ build, {a.rows:,} x {a.dim} float32{where.suffix}")
+    build.rows.append(Row(IVF_PQ + where.suffix, ours, "pylance create_index", theirs))
+    build.notes.append(
+        f"Vectors of intrinsic dimension {LATENT}: {LATENT} latent factors uniform in [0, 1) "
+        f"mixed into {a.dim} dimensions by a fixed random Gaussian matrix, plus noise sigma "
+        f"{NOISE} per dimension (deterministic, seeded per chunk), written "
+        f"with pylance in chunks of {CHUNK:,} rows, {ROWS_PER_FILE:,} rows per file "
+        f"({fragments} fragments). `createIndex('v', 'IVF_PQ', num_partitions={a.partitions}, "
+        f"num_sub_vectors={a.sub_vectors})` ({where.spark}) vs pylance's `create_index` "
+        "in the benchmark's (driver) process with the same "
+        "parameters on an identical copy; one measured run each; both checked to cover "
+        "every row.",
+    )
+    build.notes.append(
+        f"Where the connector's {ours:.1f} s go: training the IVF centroids and PQ codebooks "
+        f"on the driver {phases.train:.1f} s ({phases.train / ours:.0%}), the rest of the "
+        f"call (planning and the Spark job whose tasks assign and encode the rows and write "
+        f"the segments) {job:.1f} s, committing the segments {phases.commit:.2f} s; "
+        "measured by timing `lance_spark.source.index_builds.train` and `commit_build` in "
+        "the benchmark (driver) process."
+    )
+    return build
 
 
 def image_frame(spark: SparkSession, count: int, size: int, *, images: bool = True) -> DataFrame:
@@ -606,7 +669,116 @@ def image_frame(spark: SparkSession, count: int, size: int, *, images: bool = Tr
     return spark.range(0, count, numPartitions=parts).mapInArrow(generate, schema)
 
 
-def case_blobs(spark: SparkSession, root: Path, count: int, kb: int, runs: int) -> Section:
+@dataclass(frozen=True)
+class Layout:
+    """How a table is stored and scanned: fragments, data files (and their bytes), blob files
+    (and their bytes), and the Spark partitions of a scan of it."""
+
+    fragments: int
+    data_files: int
+    data_bytes: int
+    blob_files: int
+    blob_bytes: int
+    partitions: int
+
+
+def table_layout(spark: SparkSession, uri: str) -> Layout:
+    ds = lance.dataset(uri)
+    fragments = ds.get_fragments()
+    data = Path(uri) / "data"
+    files = [f for f in data.iterdir() if f.is_file()]
+    blobs = [f for d in data.iterdir() if d.is_dir() for f in d.rglob("*") if f.is_file()]
+    scan = spark.read.format("lance").load(uri).select("id", "label")
+    return Layout(
+        fragments=len(fragments),
+        data_files=sum(len(f.data_files()) for f in fragments),
+        data_bytes=sum(f.stat().st_size for f in files),
+        blob_files=len(blobs),
+        blob_bytes=sum(f.stat().st_size for f in blobs),
+        partitions=scan.rdd.getNumPartitions(),
+    )
+
+
+def _layout(layout: Layout) -> str:
+    text = (
+        f"{layout.fragments} fragments, {layout.data_files} data files of "
+        f"{layout.data_bytes / 1024:,.0f} KiB in all"
+    )
+    if layout.blob_files:
+        text += f" plus {layout.blob_files} blob files of {layout.blob_bytes / MIB:,.0f} MiB"
+    return f"{text}, {layout.partitions} scan partitions"
+
+
+@dataclass
+class Moved:
+    files: int = 0
+    bytes: int = 0
+
+
+@contextmanager
+def blob_files_moved(uri: str, aside: Path) -> Iterator[Moved]:
+    """The folders of blob files of table ``uri`` (``data/<data file>/``) moved to ``aside``
+    (a rename: the same file system) while the block runs, then put back."""
+    moved = Moved()
+    done: list[tuple[Path, Path]] = []
+    aside.mkdir(parents=True, exist_ok=True)
+    try:
+        for folder in sorted(p for p in (Path(uri) / "data").iterdir() if p.is_dir()):
+            files = [f for f in folder.rglob("*") if f.is_file()]
+            moved.files += len(files)
+            moved.bytes += sum(f.stat().st_size for f in files)
+            target = aside / folder.name
+            folder.rename(target)
+            done.append((target, folder))
+        yield moved
+    finally:
+        for target, folder in reversed(done):
+            target.rename(folder)
+        aside.rmdir()
+
+
+def repeated(
+    name: str,
+    ours: Callable[[], object],
+    baseline: Callable[[], object],
+    scans: ScanRuns,
+) -> tuple[float, float, list[float], list[float]]:
+    """``scans.warmup`` calls of each, then ``scans.runs`` runs of ``scans.repeat`` pairs of
+    calls, each pair in the other order than the one before (ours-theirs, theirs-ours, ...:
+    a drift of the machine or the JVM falls on both sides alike); a run's time per side is
+    its mean. Returns the medians over the runs and every run's times."""
+    for _ in range(scans.warmup):
+        ours()
+        baseline()
+    a: list[float] = []
+    b: list[float] = []
+    flip = False
+    for _ in range(scans.runs):
+        spent = {id(ours): 0.0, id(baseline): 0.0}
+        for _ in range(scans.repeat):
+            for action in (baseline, ours) if flip else (ours, baseline):
+                start = time.perf_counter()
+                action()
+                spent[id(action)] += time.perf_counter() - start
+            flip = not flip
+        a.append(spent[id(ours)] / scans.repeat)
+        b.append(spent[id(baseline)] / scans.repeat)
+    log(f"{name}: ours {[round(x, 3) for x in a]}, baseline {[round(x, 3) for x in b]}")
+    return statistics.median(a), statistics.median(b), a, b
+
+
+@dataclass(frozen=True)
+class ScanRuns:
+    """How the blob table's scan is timed (see :func:`repeated`)."""
+
+    runs: int = SCAN_RUNS
+    repeat: int = SCAN_REPEAT
+    warmup: int = SCAN_WARMUP
+
+
+def case_blobs(
+    spark: SparkSession, root: Path, count: int, kb: int, runs: int, scans: ScanRuns
+) -> Section:
     size = kb * 1024
     blob, plain, parquet = (str(root / n) for n in ("images.lance", "labels.lance", "images.pq"))
     started = time.perf_counter()
@@ -624,16 +796,23 @@ def case_blobs(spark: SparkSession, root: Path, count: int, kb: int, runs: int) 
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", old_batch)
     log(f"image tables written in {time.perf_counter() - started:.1f} s")
 
-    def scan(uri: str) -> Callable[[], object]:
-        def run() -> object:
+    def scan(uri: str) -> Callable[[], list[Any]]:
+        def run() -> list[Any]:
             df = spark.read.format("lance").load(uri).select("id", "label")
-            return df.groupBy("label").agg(F.count("id"), F.sum("id")).collect()
+            return sorted(df.groupBy("label").agg(F.count("id"), F.sum("id")).collect())
 
         return run
 
-    if sorted(scan(blob)()) != sorted(scan(plain)()):
+    if scan(blob)() != scan(plain)():
         raise AssertionError("the blob table's labels differ from the plain table's")
-    scan_ours, scan_base = paired("blob scan", scan(blob), scan(plain), runs)
+    layout = {uri: table_layout(spark, uri) for uri in (blob, plain)}
+    # The scan must not touch the blob bytes: it gives the same answer with them moved away.
+    with blob_files_moved(blob, root / "blobs_aside") as moved:
+        if scan(blob)() != scan(plain)():
+            raise AssertionError("the blob table's scan needs its blob files")
+    scan_ours, scan_base, ours_runs, base_runs = repeated(
+        "blob scan", scan(blob), scan(plain), scans
+    )
 
     ids = sorted(np.random.default_rng(3).choice(count, min(LOOKUPS, count), replace=False))
     ids = [int(i) for i in ids]
@@ -664,7 +843,7 @@ def case_blobs(spark: SparkSession, root: Path, count: int, kb: int, runs: int) 
 
     section = Section(f"Blob column, {count:,} images of {kb} KB")
     section.rows += [
-        Row(BLOB_SCAN, scan_ours, "table without images", scan_base, runs=runs),
+        Row(BLOB_SCAN, scan_ours, "table without images", scan_base, runs=scans.runs),
         Row(BLOB_LOOKUP, look_ours, "Parquet, same filter", look_base, runs=runs),
         Row(BLOB_FILES, files_ours, "Parquet, same filter", look_base, runs=runs),
     ]
@@ -677,8 +856,27 @@ def case_blobs(spark: SparkSession, root: Path, count: int, kb: int, runs: int) 
         f"Lookup: `filter(col('id').isin({len(ids)} random ids)).select('id', 'image')"
         ".collect()` on `format('lance')` and on `spark.read.parquet`; "
         "`LanceTable.blobs('image', where='id IN (...)')` reads each BlobFile fully in the "
-        "driver. Every path's bytes are checked against the generator's. Medians of "
-        f"{runs} runs after a warm-up, alternating sides.",
+        "driver. Every path's bytes are checked against the generator's. Lookups: medians "
+        f"of {runs} runs after a warm-up, alternating sides.",
+        f"The scan: {scans.warmup} warm-up scan(s) per side, then {scans.runs} runs of "
+        f"{scans.repeat} pairs of scans (blob table, table without images), each pair in "
+        "the other order than the one before; a run's time per side is its mean, the figures "
+        "the medians over the runs (the runs, s: blob table "
+        f"{', '.join(f'{x:.3f}' for x in ours_runs)}; without images "
+        f"{', '.join(f'{x:.3f}' for x in base_runs)}). A scan of {count:,} rows is a Spark "
+        "job of a few hundred ms, nearly all fixed cost (planning, task launch, the shuffle "
+        "of the groupBy), and the first tens of scans of a session get faster as the JVM "
+        "warms up: a median of 3 single scans after one warm-up moved by 10-20% from run to "
+        "run (1.15 in an earlier run of this benchmark). The two tables are laid out alike: "
+        f"{_layout(layout[blob])} (blob table) vs "
+        f"{_layout(layout[plain])} (without images). "
+        + (
+            f"The scan reads no blob bytes: it is repeated with the blob table's {moved.files} "
+            f"blob files ({moved.bytes / MIB:,.0f} MiB) moved out of the table and gives the "
+            "same result."
+            if moved.files
+            else "(The blob table has no blob files at this image size.)"
+        ),
     ]
     for uri in (blob, plain, parquet):
         shutil.rmtree(uri, ignore_errors=True)
@@ -806,7 +1004,7 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.3f}" if unit == "s" else f"{value:.1f}"
 
 
-def render(command: str, runs: int, sections_: list[Section]) -> str:
+def render(command: str, runs: int, sections_: list[Section], *, cluster: bool = False) -> str:
     machine = describe_machine()
     lines = [
         "## ML datasets at scale (`benchmarks/ml_scale.py`)",
@@ -815,7 +1013,15 @@ def render(command: str, runs: int, sections_: list[Section]) -> str:
         f"{machine.cores} cores, {machine.memory_gib:.1f} GiB, Python {machine.python}, "
         f"{machine.java}, pyspark {machine.pyspark}, pylance {machine.pylance}, pyarrow "
         f"{machine.pyarrow}; Spark `local[2]`, one session; the pylance baselines run in the "
-        "same (driver) process on the same 2 cores.",
+        "same (driver) process on the same 2 cores."
+        + (
+            f' The sections marked "{CLUSTER_SUFFIX.lstrip(", ")}" (`--cluster`) build the '
+            f"same indexes through {CLUSTER.spark}, started by the benchmark after the "
+            "`local[2]` session stopped (the same 2 cores); their pylance baselines run again "
+            "in the driver process, the cluster idle beside them."
+            if cluster
+            else ""
+        ),
         "",
         "```bash",
         command,
@@ -823,7 +1029,8 @@ def render(command: str, runs: int, sections_: list[Section]) -> str:
         "",
         "Ratio = ours / baseline (lower is better), except where a note says otherwise; a "
         f"target holds when the ratio is at most the target. Quick cases: medians of {runs} "
-        "runs; the big builds: one measured run per side.",
+        "runs (the blob table's scan: see its note); the big builds: one measured run per "
+        "side.",
     ]
     for section in sections_:
         lines += [
@@ -851,6 +1058,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default="BENCHMARKS.md")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--runs", type=int, default=3, help="runs of the quick cases")
+    parser.add_argument(
+        "--scan-runs",
+        type=int,
+        default=SCAN_RUNS,
+        help="timed runs of the blob table's scan",
+    )
+    parser.add_argument(
+        "--scan-warmup",
+        type=int,
+        default=SCAN_WARMUP,
+        help="warm-up scans per side before the blob table's timed scans",
+    )
+    parser.add_argument(
+        "--scan-repeat",
+        type=int,
+        default=SCAN_REPEAT,
+        help="pairs of scans (one per side) per run of the blob table's scan",
+    )
     parser.add_argument("--backfill-runs", type=int, default=1)
     parser.add_argument("--btree-rows", type=int, default=BTREE_ROWS)
     parser.add_argument("--vector-rows", type=int, default=VECTOR_ROWS)
@@ -862,6 +1087,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--image-kb", type=int, default=IMAGE_KB)
     parser.add_argument("--backfill-rows", type=int, default=BACKFILL_ROWS)
     parser.add_argument("--backfill-image-kb", type=int, default=BACKFILL_IMAGE_KB)
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also run the BTREE and IVF_PQ builds (of --cases) on a Spark standalone cluster "
+        f"on 127.0.0.1 ({CLUSTER_WORKERS} workers of {CLUSTER_CORES} core), started and stopped "
+        "by the benchmark after the local cases",
+    )
     parser.add_argument(
         "--cases",
         type=_cases,
@@ -880,36 +1112,122 @@ def _cases(value: str) -> tuple[str, ...]:
     return picked
 
 
-def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
+def start_cluster_spark(master_url: str) -> SparkSession:
+    """A session on the standalone cluster at ``master_url``: the companion and the
+    recommended settings (``lance_spark.configure``), every core of the cluster, executors'
+    Python workers running this interpreter with this checkout first on their path."""
+    builder = (
+        lance_spark.configure(SparkSession.builder.master(master_url))
+        .appName("lance_spark-benchmark-cluster")
+        .config("spark.driver.host", spark_cluster.HOST)
+        .config("spark.driver.bindAddress", spark_cluster.HOST)
+        .config("spark.executor.cores", str(CLUSTER_CORES))
+        .config("spark.executor.memory", CLUSTER_MEMORY)
+        .config("spark.cores.max", str(CLUSTER_WORKERS * CLUSTER_CORES))
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.executorEnv.PYTHONPATH", str(spark_cluster.REPO))
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    deadline = time.monotonic() + 120
+    jsc = cast(Any, spark.sparkContext)._jsc
+    # The map includes the driver's block manager.
+    while int(jsc.sc().getExecutorMemoryStatus().size()) - 1 < CLUSTER_WORKERS:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{master_url}: fewer than {CLUSTER_WORKERS} executors")
+        time.sleep(0.2)
+    return spark
+
+
+@contextmanager
+def cluster_session() -> Iterator[SparkSession]:
+    """A standalone cluster on 127.0.0.1 and a session on it; both stopped on exit."""
+    with spark_cluster.standalone_cluster(
+        workers=CLUSTER_WORKERS, cores_per_worker=CLUSTER_CORES, memory=CLUSTER_MEMORY
+    ) as url:
+        log(f"standalone cluster at {url}")
+        spark = start_cluster_spark(url)
+        try:
+            yield spark
+        finally:
+            spark.stop()
+
+
+def where_tasks_import(spark: SparkSession) -> list[str]:
+    """The ``lance_spark`` the executors' Python workers import (one task per core)."""
+    parts = max(1, int(spark.sparkContext.defaultParallelism))
+
+    def origin(_: Iterable[int]) -> Iterator[str]:
+        import lance_spark as imported
+
+        yield str(imported.__file__)
+
+    return sorted(
+        set(spark.sparkContext.parallelize(range(parts), parts).mapPartitions(origin).collect())
+    )
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    spark: SparkSession | None = None,
+    cluster: Callable[[], AbstractContextManager[SparkSession]] | None = None,
+) -> int:
+    """Run the cases and write the section. ``spark``: the local session to use (not
+    stopped); ``cluster``: what gives the ``--cluster`` session (default: a standalone cluster
+    started here, after the local session stopped)."""
     args = parse_args(argv)
     command = shlex.join(
         ["python", "-m", "benchmarks.ml_scale", *(sys.argv[1:] if argv is None else argv)]
     )
     root = work_root(args.work_dir, "ml_scale")
-    session = spark if spark is not None else start_spark()
-    lance_spark.register(session)
     vectors = VectorArgs(
         args.vector_rows, args.dim, args.num_partitions, args.num_sub_vectors, args.queries
     )
+    results: list[Section] = []
     try:
-        results: list[Section] = []
-        if "btree" in args.cases:
-            results.append(case_btree(session, root, args.btree_rows))
-        if "ivf_pq" in args.cases:
-            results += case_vectors(session, root, vectors)
-        if "blob" in args.cases:
-            results.append(case_blobs(session, root, args.images, args.image_kb, args.runs))
-        if "backfill" in args.cases:
-            results.append(
-                case_backfill(
-                    session, root, args.backfill_rows, args.backfill_image_kb, args.backfill_runs
+        session = spark if spark is not None else start_spark()
+        try:
+            lance_spark.register(session)
+            if "btree" in args.cases:
+                results.append(case_btree(session, root, args.btree_rows))
+            if "ivf_pq" in args.cases:
+                results += case_vectors(session, root, vectors)
+            if "blob" in args.cases:
+                results.append(
+                    case_blobs(
+                        session,
+                        root,
+                        args.images,
+                        args.image_kb,
+                        args.runs,
+                        ScanRuns(args.scan_runs, args.scan_repeat, args.scan_warmup),
+                    )
                 )
-            )
+            if "backfill" in args.cases:
+                results.append(
+                    case_backfill(
+                        session,
+                        root,
+                        args.backfill_rows,
+                        args.backfill_image_kb,
+                        args.backfill_runs,
+                    )
+                )
+        finally:
+            if spark is None:
+                session.stop()
+        if args.cluster and any(c in args.cases for c in CLUSTER_CASES):
+            with (cluster or cluster_session)() as on_cluster:
+                lance_spark.register(on_cluster)
+                log(f"the executors import lance_spark from {where_tasks_import(on_cluster)}")
+                if "btree" in args.cases:
+                    results.append(case_btree(on_cluster, root, args.btree_rows, CLUSTER))
+                if "ivf_pq" in args.cases:
+                    results += case_vectors(on_cluster, root, vectors, CLUSTER, upkeep=False)
     finally:
-        if spark is None:
-            session.stop()
         shutil.rmtree(root, ignore_errors=True)
-    section = render(command, args.runs, results)
+    section = render(command, args.runs, results, cluster=args.cluster)
     out = Path(args.out)
     old = out.read_text(encoding="utf-8") if out.exists() else ""
     out.write_text(sections.replace(old, sections.ML_SCALE, section), encoding="utf-8")

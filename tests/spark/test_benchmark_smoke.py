@@ -7,6 +7,7 @@ is shared; speed is what `make bench` reports).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import sys
@@ -154,9 +155,11 @@ def test_tiny_ml_scale_benchmark_writes_its_section(spark: SparkSession, tmp_pat
     argv = ["--btree-rows", "20000", "--vector-rows", "3000", "--dim", "16"]
     argv += ["--num-partitions", "4", "--num-sub-vectors", "2", "--queries", "5"]
     argv += ["--images", "50", "--image-kb", "2", "--backfill-rows", "2000", "--runs", "1"]
+    argv += ["--scan-runs", "1", "--scan-repeat", "1", "--scan-warmup", "1", "--cluster"]
     argv += ["--out", str(out), "--work-dir", str(tmp_path / "work")]
 
-    assert ml_scale.main(argv, spark=spark) == 0
+    # --cluster's cases on the test session (the standalone cluster itself: tests/cluster).
+    assert ml_scale.main(argv, spark=spark, cluster=lambda: contextlib.nullcontext(spark)) == 0
 
     markdown = out.read_text(encoding="utf-8")
     assert markdown.startswith("# the main report\n\nkept as it is\n")
@@ -164,7 +167,8 @@ def test_tiny_ml_scale_benchmark_writes_its_section(spark: SparkSession, tmp_pat
     lines = _section(markdown, "## ML datasets at scale (`benchmarks/ml_scale.py`)", "<!-- ")
 
     assert len(ml_scale.CASE_NAMES) == 10
-    for name in ml_scale.CASE_NAMES:
+    assert len(ml_scale.CLUSTER_CASE_NAMES) == 3
+    for name in ml_scale.CASE_NAMES + ml_scale.CLUSTER_CASE_NAMES:
         _, ours, _baseline, theirs, _unit, ratio, target, holds = _row(lines, name)
         for cell in (ours, theirs, ratio):
             _number(cell)
@@ -175,4 +179,7 @@ def test_tiny_ml_scale_benchmark_writes_its_section(spark: SparkSession, tmp_pat
         _, _rows, recall, latency = _row(lines, state)
         assert 0 <= _number(recall) <= 1 and _number(latency) > 0
     assert "python -m benchmarks.ml_scale --btree-rows 20000" in markdown
+    assert "### BTREE build, 20,000 int64 rows, standalone cluster" in markdown
+    assert "The two tables are laid out alike: 2 fragments, 2 data files" in markdown
+    assert "### IVF_PQ build, 3,000 x 16 float32, standalone cluster" in markdown
     assert list((tmp_path / "work").iterdir()) == []
