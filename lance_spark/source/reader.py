@@ -232,17 +232,26 @@ class LanceReader(DataSourceReader):
         ds = _dataset.open_version(self.uri, self.version, storage=self.storage)
         return int(ds.count_rows(filter=self.predicate))
 
-    def statistics(self) -> tuple[int | None, int]:
+    def statistics(self) -> tuple[int | None, int | None]:
         """(rows, bytes) for Spark's planner, from the manifest: the rows when no filter applies,
-        and the data files' size scaled to the share of the row width the scan reads."""
+        and the data files' size scaled to the share of the row width the scan reads. No bytes
+        when the scan reads a blob column: the manifest's sizes leave out the blob files (the
+        images of a table), so any figure would be far too small and Spark would broadcast
+        the table in a join; without one Spark takes its default (never broadcast)."""
         rows = sum(f.live_rows for f in self.fragments)
-        widths = {f.name: _types.estimated_width(f.type) for f in self.table_schema}
+        rows_or_none = rows if self.predicate is None else None
+        blobs = set(_types.blob_columns(self.table_schema))
+        if blobs & set(self.projection.lance_columns):
+            return rows_or_none, None
+        widths = {
+            f.name: _types.estimated_width(f.type) for f in self.table_schema if f.name not in blobs
+        }
         total = sum(widths.values()) or 1
         read = sum(widths[c] for c in self.projection.lance_columns)
         read += 8 * len(self.projection.metadata_columns)
         # Files written before Lance recorded their size: estimated from the row width.
         size = self.data_bytes or sum(f.physical_rows for f in self.fragments) * total
-        return (rows if self.predicate is None else None), max(1, size * read // total)
+        return rows_or_none, max(1, size * read // total)
 
     def describe(self) -> dict[str, str]:
         """What this read does, for EXPLAIN (never storage options)."""

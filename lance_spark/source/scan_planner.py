@@ -107,7 +107,9 @@ def answer(
         raise LanceSparkError(f"the companion asked for an unknown aggregate {request.aggregate!r}")
     scan = reader.for_scan(request.read_schema or schema, limit=request.limit)
     rows, size = scan.statistics()
-    reply: dict[str, Any] = {"bytes": size, "metadata": scan.describe()}
+    reply: dict[str, Any] = {"metadata": scan.describe()}
+    if size is not None:  # none: Spark's default size (a blob column's bytes are unknown)
+        reply["bytes"] = size
     if scan.pushed_filter is not None:  # the pushed filters in Lance SQL (an overwrite's)
         reply["pushed_predicate"] = scan.pushed_filter
     if rows is not None:

@@ -3,6 +3,8 @@ return the bytes (and never touch them when the column is not selected), LanceTa
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pathlib
 
@@ -240,3 +242,21 @@ def test_diff_of_a_blob_table_shows_deleted_rows(spark: SparkSession, table_uri:
     t.delete("id = 2")  # a deletion file in the one fragment: its deleted rows are read back
     changes = t.diff(1).where("_change_type = 'delete'").collect()
     assert [(r.id, r.image) for r in changes] == [(2, images[2])]
+
+
+def _plan(df: DataFrame) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain()
+    return out.getvalue()
+
+
+def test_a_scan_of_the_blob_column_is_never_broadcast(spark: SparkSession, table_uri: str) -> None:
+    """The manifest's sizes leave out the blob files, so a scan that reads the blob column
+    gives Spark no size (its default: never broadcast, however large the images are); a scan
+    of the other columns keeps the manifest's estimate (a small table is broadcast)."""
+    _write(_df(spark, _images(30, big=200_000)), table_uri, **{"image.lance.encoding": "blob"})
+    table = spark.read.format("lance").load(table_uri)
+    keys = spark.range(0, 50_000_000)  # too large to broadcast (planned, never run)
+    assert "BroadcastHashJoin" not in _plan(keys.join(table.select("id", "image"), "id"))
+    assert "BuildRight" in _plan(keys.join(table.select("id", "label"), "id"))
