@@ -1076,7 +1076,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=SCAN_REPEAT,
         help="pairs of scans (one per side) per run of the blob table's scan",
     )
-    parser.add_argument("--backfill-runs", type=int, default=1)
+    parser.add_argument("--backfill-runs", type=int, default=3)
     parser.add_argument("--btree-rows", type=int, default=BTREE_ROWS)
     parser.add_argument("--vector-rows", type=int, default=VECTOR_ROWS)
     parser.add_argument("--dim", type=int, default=DIM)
