@@ -175,9 +175,19 @@ def test_tiny_ml_scale_benchmark_writes_its_section(spark: SparkSession, tmp_pat
         expected = ml_scale.TARGETS[name]
         assert target == ("—" if expected is None else f"<= {expected}")
         assert holds in {"yes", "**no**", "— (no target)"}
-    for state in ("fully indexed, before the append", "after the append (unindexed tail)"):
-        _, _rows, recall, latency = _row(lines, state)
+    states = (
+        "fully indexed, before the append",
+        "after the append (unindexed tail)",
+        "after optimizeIndices",
+        "after a full rebuild",
+    )
+    segments = []
+    for state in states:
+        _, _rows, count, recall, latency = _row(lines, state)
         assert 0 <= _number(recall) <= 1 and _number(latency) > 0
+        segments.append(_number(count))
+    build, tail, optimized, rebuilt = segments
+    assert build == tail >= 1 and optimized > build and rebuilt >= 1
     assert "python -m benchmarks.ml_scale --btree-rows 20000" in markdown
     assert "### BTREE build, 20,000 int64 rows, standalone cluster" in markdown
     assert "The two tables are laid out alike: 2 fragments, 2 data files" in markdown
