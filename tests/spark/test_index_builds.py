@@ -118,6 +118,41 @@ def test_vector_index_shares_one_trained_model_across_segments(
     assert 5 in got["id"].to_pylist()
 
 
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    [
+        ("IVF_SQ", {}),
+        ("IVF_HNSW_PQ", {"num_sub_vectors": 2, "m": 8, "ef_construction": 100}),
+        ("IVF_HNSW_SQ", {"m": 8, "ef_construction": 100}),
+    ],
+)
+def test_every_other_vector_type_is_built_as_segments_that_find_the_nearest_rows(
+    classic_spark: SparkSession, table_uri: str, kind: str, params: dict[str, int]
+) -> None:
+    source = _rows(0, 1500, seed=6)
+    _write(table_uri, source)
+    t = LanceTable.forPath(classic_spark, table_uri)
+    t.createIndex("v", kind, num_partitions=2, **params)
+    segments = _segments(table_uri, "v_idx")
+    assert len(segments) == 2 and sorted(f for s in segments for f in s) == list(range(5))
+    (row,) = [r for r in t.listIndices().collect() if r["name"] == "v_idx"]
+    assert (row["type"], row["numIndexedRows"], row["numUnindexedRows"]) == (kind, 1500, 0)
+    ds = lance.dataset(table_uri)
+    vectors = source.column("v").combine_chunks().flatten().to_numpy().reshape(-1, DIM)
+    found = 0
+    for probe in range(0, 1500, 100):
+        query = vectors[probe]
+        exact = np.argsort(((vectors - query) ** 2).sum(axis=1), kind="stable")[:10]
+        nearest = {"column": "v", "q": query, "k": 10, "nprobes": 2, "refine_factor": 10}
+        got = ds.to_table(columns=["id", "_distance"], nearest=nearest)["id"].to_pylist()
+        assert got[0] == probe  # the row itself, at distance 0
+        found += len(set(got) & {int(i) for i in exact})
+    # Both segments searched, with the exact distances re-ranking: (nearly) exact answers.
+    assert found >= 0.9 * 150, found
+    plan = ds.scanner(nearest={"column": "v", "q": vectors[0], "k": 10}).explain_plan()
+    assert "v_idx" in plan
+
+
 def test_optimize_indices_indexes_appended_fragments_without_retraining(
     spark: SparkSession, table_uri: str
 ) -> None:
