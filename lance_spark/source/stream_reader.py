@@ -14,6 +14,12 @@ DELETE, MERGE, overwrite, restore): the stream stops there with an error naming 
 and ``skipChangeCommits``, the option that skips such versions (Delta's rule). Each task
 reads fragments of one version at that version, so later deletes or compaction do not
 change what a batch returns, and a restart from the checkpoint reads exactly the same rows.
+
+An offset that ends a batch also names where the batch starts (``"from"``): Spark logs only
+end offsets, and the first batch's start is :meth:`~LanceStreamReader.initialOffset` asked
+again when Spark plans the batch and after a restart, which (for the snapshot or
+``startingVersion=latest``) moves on as versions are committed; the batch read from there
+to its logged end held other rows (the next snapshot's, read twice; or none).
 """
 
 from __future__ import annotations
@@ -57,18 +63,38 @@ class Offset:
     version: int
     index: int = 0
     snapshot: bool = False
+    # The start of the batch this offset ends (set by latestOffset; None in checkpoints
+    # written before it was recorded). Not part of the position: offsets compare without it.
+    begin: Offset | None = field(default=None, compare=False)
+
+    @property
+    def position(self) -> Offset:
+        return Offset(self.version, self.index, self.snapshot)
 
     def to_json(self) -> dict[str, Any]:
         # One key order always: Spark compares offsets by their JSON text.
-        return {"version": self.version, "index": self.index, "snapshot": self.snapshot}
+        value: dict[str, Any] = {
+            "version": self.version,
+            "index": self.index,
+            "snapshot": self.snapshot,
+        }
+        if self.begin is not None:
+            value["from"] = self.begin.position.to_json()
+        return value
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Offset:
         try:
-            return cls(int(value["version"]), int(value["index"]), bool(value["snapshot"]))
-        except (KeyError, TypeError, ValueError):
+            begin = value.get("from")
+            return cls(
+                int(value["version"]),
+                int(value["index"]),
+                bool(value["snapshot"]),
+                None if begin is None else cls.from_json(begin).position,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, LanceSparkError):
             raise LanceSparkError(
-                f"offset {dict(value)!r} is not a lance_spark stream offset; was the checkpoint "
+                f"offset {value!r} is not a lance_spark stream offset; was the checkpoint "
                 "written by another source?"
             ) from None
 
@@ -176,10 +202,15 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if position == begin:
                 raise
             # Deliver what comes before the change first; the next batch stops on it.
-        return position.to_json()
+        if position == begin:
+            return dict(start)  # no new batch: the start as Spark has it, text and all
+        return Offset(position.version, position.index, position.snapshot, begin).to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin, stop = Offset.from_json(start), Offset.from_json(end)
+        stop = Offset.from_json(end)
+        # The start the batch was planned from. Spark's may differ for the first batch: it
+        # asks initialOffset() again, which moves with the table (see the module's doc).
+        begin = stop.begin or Offset.from_json(start).position
         units: list[Unit] = []
         if begin != stop:
             for unit, after in self._steps(begin, stop.version + 1):
@@ -187,6 +218,14 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     units.append(unit)
                 if after == stop:
                     break
+            else:
+                raise LanceSparkError(
+                    f"stream offsets {dict(start)} to {dict(end)} of the Lance table at "
+                    f"{self.uri!r} do not follow one another (the end is not after the start); "
+                    "the checkpoint's first batch was probably planned from a table version "
+                    "that is no longer the latest. Start a new query (new checkpoint) with "
+                    "startingVersion set"
+                )
         return self._partitions(units)
 
     def commit(self, end: dict[str, Any]) -> None:

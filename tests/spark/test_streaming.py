@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -552,6 +554,63 @@ def test_source_splits_a_version_by_bytes(
     batches = [p.numInputRows for p in query.recentProgress if p.numInputRows > 0]
     assert batches == [10, 10, 10, 10]
     assert _memory_ids(spark, name) == list(range(40))
+
+
+@pytest.mark.slow  # 50 s on a loaded 2-core machine (load 11): four query starts and stops
+def test_source_restarted_while_another_writer_appends_delivers_each_row_once(
+    classic_spark: Any, table_uri: str, tmp_path: Path, stopping: Callable[[Any], Any]
+) -> None:
+    """A stream (maxFilesPerTrigger=2) into a Parquet sink, stopped as soon as it has planned
+    a batch and restarted on its checkpoint, round after round, while a thread appends to the
+    table: the sink holds every row of the table once (the first batch was re-planned from
+    a newer snapshot and delivered rows twice). Classic only: the source is the server's."""
+    spark = classic_spark
+    for start in range(0, 20, 4):  # five versions of one fragment each
+        lance.write_dataset(pa.table({"id": range(start, start + 4)}), table_uri, mode="append")
+    checkpoint, sink = tmp_path / "ck", tmp_path / "sink"
+
+    def start_query(limited: bool = True) -> Any:
+        reader = spark.readStream.format("lance")
+        if limited:
+            reader = reader.option("maxFilesPerTrigger", 2)
+        writer = (
+            reader.load(table_uri)
+            .select("id")
+            .writeStream.format("parquet")
+            .option("checkpointLocation", str(checkpoint))
+        )
+        if not limited:
+            writer = writer.trigger(availableNow=True)
+        return stopping(writer.start(str(sink)))
+
+    def appender(first: int) -> threading.Thread:
+        def run() -> None:
+            for k in range(3):  # appends racing the query's planning of its batches
+                ids = range(first + 10 * k, first + 10 * k + 5)
+                lance.write_dataset(pa.table({"id": ids}), table_uri, mode="append")
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    deadline = time.monotonic() + 120
+    for round_ in range(4):
+        planned = len(list((checkpoint / "offsets").glob("[0-9]*")))
+        query = start_query()
+        thread = appender(1000 * (round_ + 1))
+        # Stop as soon as the query has planned a new batch (mostly before it committed it).
+        while len(list((checkpoint / "offsets").glob("[0-9]*"))) == planned:
+            assert time.monotonic() < deadline, "the stream planned no batch"
+            query.awaitTermination(0.05)  # returns at once (or raises) if the query ended
+        query.stop()
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    drain = start_query(limited=False)
+    assert drain.awaitTermination(120)
+    got = [r.id for r in spark.read.parquet(str(sink)).collect()]
+    expected = lance.dataset(table_uri).to_table(columns=["id"]).column("id").to_pylist()
+    assert len(expected) == 20 + 4 * 3 * 5
+    assert sorted(got) == sorted(expected)
 
 
 def test_source_bad_options_name_the_option(spark: Any, table_uri: str) -> None:
