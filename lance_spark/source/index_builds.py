@@ -206,33 +206,43 @@ def train(ds: lance.LanceDataset, spec: IndexSpec) -> VectorModel | None:
     if partitions > rows:
         raise InvalidOptionError(
             f"index parameter num_partitions={partitions} ({spec.kind} index {spec.name!r} on "
-            f"{spec.column!r}) needs at least as many rows; the table has {rows}"
+            f"{spec.column!r}) needs at least as many rows; the table has {rows} (choose "
+            f"num_partitions <= {rows})"
         )
-    builder = IndicesBuilder(ds, spec.column)
+    builder = _SampleBuilder(ds, spec.column)
     metric = str(keywords.get("metric") or "l2")
-    ivf = builder.train_ivf(
-        partitions, distance_type=metric, sample_rate=_sample_rate(rows, partitions)
-    )
+    ivf = builder.train_ivf(partitions, distance_type=metric, sample_rate=_SAMPLE_RATE)
     if "PQ" not in spec.kind:
         return VectorModel(ivf.centroids)
     bits = int(keywords.get("num_bits") or 8)
     if rows < 2**bits:
         raise InvalidOptionError(
             f"{spec.kind} index {spec.name!r} on {spec.column!r} with num_bits={bits} needs at "
-            f"least {2**bits} rows to train its codebook; the table has {rows}"
+            f"least {2**bits} rows to train its codebook; the table has {rows} (a smaller "
+            "num_bits needs fewer, or use IVF_FLAT / IVF_SQ)"
         )
-    pq = builder.train_pq(
-        ivf,
-        keywords.get("num_sub_vectors"),
-        sample_rate=_sample_rate(rows, 2**bits),
-        num_bits=bits,
-    )
+    sub_vectors = keywords.get("num_sub_vectors")
+    if sub_vectors is not None and builder.dimension % int(sub_vectors):
+        raise InvalidOptionError(
+            f"index parameter num_sub_vectors={sub_vectors} ({spec.kind} index {spec.name!r} "
+            f"on {spec.column!r}) must divide the vectors' dimension {builder.dimension}"
+        )
+    pq = builder.train_pq(ivf, sub_vectors, sample_rate=_SAMPLE_RATE, num_bits=bits)
     return VectorModel(ivf.centroids, pq.codebook, int(pq.num_subvectors))
 
 
-def _sample_rate(rows: int, centroids: int) -> int:
-    """Lance's rows per centroid, or fewer when the table is smaller than the sample."""
-    return max(1, min(_SAMPLE_RATE, rows // max(1, centroids)))
+class _SampleBuilder(IndicesBuilder):
+    """pylance's trainer without its Python checks that the table holds ``sample_rate`` rows
+    per centroid: Lance itself trains on every row when the table is smaller than the sample
+    (as ``create_index`` does: pylance's own IVF_PQ build of a 300-row table trains where the
+    builder refused it, "sample_rate must be an int greater than 1"). Enough rows for the
+    centroids is checked by :func:`train`."""
+
+    def _verify_ivf_sample_rate(self, sample_rate: int, num_partitions: int, num_rows: int) -> None:
+        pass
+
+    def _verify_pq_sample_rate(self, num_rows: int, sample_rate: int, num_bits: int = 8) -> None:
+        pass
 
 
 # --- the tasks ----------------------------------------------------------------------------------
