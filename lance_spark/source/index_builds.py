@@ -514,7 +514,7 @@ def stale_segments(ds: lance.LanceDataset, name: str, unindexed: Sequence[int]) 
       fragment under its row id: an unindexed row created at or before the segment's version
       may have entries there.
 
-    Conservative: a segment of a version no longer kept counts as stale."""
+    Conservative: a vacuumed version is taken as the oldest version kept after it."""
     if not unindexed:
         return ()
     lowest = min(unindexed)
@@ -552,13 +552,15 @@ def _oldest_row_version(ds: lance.LanceDataset, fragment_ids: Sequence[int]) -> 
 
 
 def _highest_fragment_id(ds: lance.LanceDataset, version: int) -> int | None:
-    """The highest fragment id of ``version`` of ``ds`` (-1: none), None when it is gone."""
+    """The highest fragment id of ``version`` of ``ds`` (-1: none), or at least as high: that
+    of the oldest version kept after it when it is gone (vacuumed); None when none is."""
     try:
         old = ds if int(ds.version) == version else ds.checkout_version(version)
     except (OSError, ValueError) as err:
         if not lance_errors.is_not_found(err):
             raise
-        return None
+        later = [int(v["version"]) for v in ds.versions() if int(v["version"]) > version]
+        return _highest_fragment_id(ds, min(later)) if later else None
     return max((int(f.fragment_id) for f in old.get_fragments()), default=-1)
 
 
