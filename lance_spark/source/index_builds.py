@@ -538,12 +538,10 @@ def stale_segments(ds: lance.LanceDataset, name: str, unindexed: Sequence[int]) 
 def _oldest_row_version(ds: lance.LanceDataset, fragment_ids: Sequence[int]) -> int | None:
     """The oldest version that created a live row of the fragments ``fragment_ids`` (0 when a
     row's is unknown), None when they hold no row."""
-    fragments = [ds.get_fragment(i) for i in fragment_ids]
-    created = (
-        ds.scanner(columns=[_CREATED_AT], fragments=[f for f in fragments if f is not None])
-        .to_table()
-        .column(_CREATED_AT)
-    )
+    fragments = [f for f in (ds.get_fragment(i) for i in fragment_ids) if f is not None]
+    if not fragments:  # (no fragment would scan them all)
+        return None
+    created = ds.scanner(columns=[_CREATED_AT], fragments=fragments).to_table().column(_CREATED_AT)
     if len(created) == 0:
         return None
     if created.null_count:
