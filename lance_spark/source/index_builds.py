@@ -35,12 +35,13 @@ from typing import Any, cast
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 from lance.dataset import Index
 from lance.indices import IndicesBuilder
 
 from lance_spark.errors import InvalidOptionError, JobClosedError
 from lance_spark.source import commit as _commit
-from lance_spark.source import staging
+from lance_spark.source import lance_errors, staging
 from lance_spark.source.dataset import open_latest, open_version
 from lance_spark.source.write_jobs import StagedJob, TaskResult
 
@@ -66,6 +67,7 @@ _SAMPLE_RATE = 256  # Lance's default: rows sampled per centroid
 _TARGET_PARTITION_SIZE = 8192  # Lance's default rows per IVF partition
 _MAX_PARTITIONS = 4096
 MODELS_DIR = "_lance_spark/indexes"
+_CREATED_AT = "_row_created_at_version"  # Lance's version that created a row
 CREATE = "CREATE INDEX"
 OPTIMIZE = "OPTIMIZE INDEX"
 
@@ -204,33 +206,43 @@ def train(ds: lance.LanceDataset, spec: IndexSpec) -> VectorModel | None:
     if partitions > rows:
         raise InvalidOptionError(
             f"index parameter num_partitions={partitions} ({spec.kind} index {spec.name!r} on "
-            f"{spec.column!r}) needs at least as many rows; the table has {rows}"
+            f"{spec.column!r}) needs at least as many rows; the table has {rows} (choose "
+            f"num_partitions <= {rows})"
         )
-    builder = IndicesBuilder(ds, spec.column)
+    builder = _SampleBuilder(ds, spec.column)
     metric = str(keywords.get("metric") or "l2")
-    ivf = builder.train_ivf(
-        partitions, distance_type=metric, sample_rate=_sample_rate(rows, partitions)
-    )
+    ivf = builder.train_ivf(partitions, distance_type=metric, sample_rate=_SAMPLE_RATE)
     if "PQ" not in spec.kind:
         return VectorModel(ivf.centroids)
     bits = int(keywords.get("num_bits") or 8)
     if rows < 2**bits:
         raise InvalidOptionError(
             f"{spec.kind} index {spec.name!r} on {spec.column!r} with num_bits={bits} needs at "
-            f"least {2**bits} rows to train its codebook; the table has {rows}"
+            f"least {2**bits} rows to train its codebook; the table has {rows} (a smaller "
+            "num_bits needs fewer, or use IVF_FLAT / IVF_SQ)"
         )
-    pq = builder.train_pq(
-        ivf,
-        keywords.get("num_sub_vectors"),
-        sample_rate=_sample_rate(rows, 2**bits),
-        num_bits=bits,
-    )
+    sub_vectors = keywords.get("num_sub_vectors")
+    if sub_vectors is not None and builder.dimension % int(sub_vectors):
+        raise InvalidOptionError(
+            f"index parameter num_sub_vectors={sub_vectors} ({spec.kind} index {spec.name!r} "
+            f"on {spec.column!r}) must divide the vectors' dimension {builder.dimension}"
+        )
+    pq = builder.train_pq(ivf, sub_vectors, sample_rate=_SAMPLE_RATE, num_bits=bits)
     return VectorModel(ivf.centroids, pq.codebook, int(pq.num_subvectors))
 
 
-def _sample_rate(rows: int, centroids: int) -> int:
-    """Lance's rows per centroid, or fewer when the table is smaller than the sample."""
-    return max(1, min(_SAMPLE_RATE, rows // max(1, centroids)))
+class _SampleBuilder(IndicesBuilder):
+    """pylance's trainer without its Python checks that the table holds ``sample_rate`` rows
+    per centroid: Lance itself trains on every row when the table is smaller than the sample
+    (as ``create_index`` does: pylance's own IVF_PQ build of a 300-row table trains where the
+    builder refused it, "sample_rate must be an int greater than 1"). Enough rows for the
+    centroids is checked by :func:`train`."""
+
+    def _verify_ivf_sample_rate(self, sample_rate: int, num_partitions: int, num_rows: int) -> None:
+        pass
+
+    def _verify_pq_sample_rate(self, num_rows: int, sample_rate: int, num_bits: int = 8) -> None:
+        pass
 
 
 # --- the tasks ----------------------------------------------------------------------------------
@@ -323,8 +335,11 @@ def commit_build(
         ),
         storage=storage,
     )
-    if plan.operation == CREATE:  # a build (or a retrain): its parameters and model are kept
-        for build in plan.builds:
+    for build in plan.builds:
+        # A build (or a retrain) keeps its parameters and model; an optimize that built stale
+        # segments again names the new ones (the kept model must outlive the segments it
+        # replaced).
+        if plan.operation == CREATE or build.replaces:
             uuids = [str(s.uuid) for s in segments if str(s.name) == build.spec.name]
             save_model(plan.uri, build, uuids, storage=storage)
     return version
@@ -371,6 +386,7 @@ def plan_upkeep(
         fragments = None if retrain else unindexed_fragments(ds, name)
         if fragments == []:
             continue
+        stale = () if fragments is None else stale_segments(ds, name, fragments)
         kept = load_model(ds, uri, name, storage=storage)
         kind = lance_kind(str(d.index_type))
         if kept is not None:
@@ -382,8 +398,10 @@ def plan_upkeep(
             continue
         if retrain:
             model = train(ds, spec)
+        if stale:  # built again over what they still cover and the fragments they missed
+            fragments = sorted(set(fragments or ()) | set(segment_fragments(ds, name, stale)))
         groups = fragment_groups(ds, fragments, tasks=tasks)
-        replaces = tuple(segment_uuids(ds, name)) if retrain else ()
+        replaces = tuple(segment_uuids(ds, name)) if retrain else stale
         builds.append(IndexBuild(spec, groups, model, replaces))
     operation = CREATE if retrain else OPTIMIZE
     plan = BuildPlan(uri, int(ds.version), tuple(builds), operation)
@@ -396,9 +414,10 @@ def optimize_by_lance(
     """Lance's own optimize (in this process) of indexes whose parameters are unknown here."""
     for name in names:
         ds = open_latest(uri, storage=storage)
-        if retrain:
+        unindexed = [] if retrain else unindexed_fragments(ds, name)
+        if retrain or stale_segments(ds, name, unindexed):
             ds.optimize.optimize_indices(index_names=[name], retrain=True)
-        elif unindexed_fragments(ds, name):
+        elif unindexed:
             ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=0)
 
 
@@ -480,6 +499,82 @@ def unindexed_fragments(ds: lance.LanceDataset, name: str) -> list[int]:
             for s in d.segments:
                 covered.update(int(i) for i in s.fragment_ids)
     return [f.fragment_id for f in ds.get_fragments() if f.fragment_id not in covered]
+
+
+def stale_segments(ds: lance.LanceDataset, name: str, unindexed: Sequence[int]) -> tuple[str, ...]:
+    """The segments of index ``name`` whose files may hold entries, now stale, for rows of the
+    ``unindexed`` fragments; an optimize builds them again instead of adding a segment over
+    those fragments (the old entries would answer again, beside the new ones).
+
+    - A fragment that existed when the segment was built and that it no longer covers had
+      values rewritten in place (``updateColumns``: Lance drops the fragment from the
+      segment's fragments, but not the segment's entries for its rows). Fragment ids only
+      grow: a fragment existed at a version when its id is at most that version's highest.
+    - With stable row ids, an index holds row ids, and UPDATE and MERGE move a row to a new
+      fragment under its row id: an unindexed row created at or before the segment's version
+      may have entries there.
+
+    Conservative: a vacuumed version is taken as the oldest version kept after it."""
+    if not unindexed:
+        return ()
+    lowest = min(unindexed)
+    oldest_row = _oldest_row_version(ds, unindexed) if ds.has_stable_row_ids else None
+    highest: dict[int, int | None] = {}
+    stale = []
+    for d in ds.describe_indices():
+        if str(d.name) != name:
+            continue
+        for s in d.segments:
+            version = int(s.dataset_version_at_last_update)
+            if version not in highest:
+                highest[version] = _highest_fragment_id(ds, version)
+            last = highest[version]
+            moved = oldest_row is not None and oldest_row <= version
+            if last is None or lowest <= last or moved:
+                stale.append(str(s.uuid))
+    return tuple(stale)
+
+
+def _oldest_row_version(ds: lance.LanceDataset, fragment_ids: Sequence[int]) -> int | None:
+    """The oldest version that created a live row of the fragments ``fragment_ids`` (0 when a
+    row's is unknown), None when they hold no row."""
+    fragments = [f for f in (ds.get_fragment(i) for i in fragment_ids) if f is not None]
+    if not fragments:  # (no fragment would scan them all)
+        return None
+    created = ds.scanner(columns=[_CREATED_AT], fragments=fragments).to_table().column(_CREATED_AT)
+    if len(created) == 0:
+        return None
+    if created.null_count:
+        return 0
+    return int(pc.min(created).as_py())
+
+
+def _highest_fragment_id(ds: lance.LanceDataset, version: int) -> int | None:
+    """The highest fragment id of ``version`` of ``ds`` (-1: none), or at least as high: that
+    of the oldest version kept after it when it is gone (vacuumed); None when none is."""
+    try:
+        old = ds if int(ds.version) == version else ds.checkout_version(version)
+    except (OSError, ValueError) as err:
+        if not lance_errors.is_not_found(err):
+            raise
+        later = [int(v["version"]) for v in ds.versions() if int(v["version"]) > version]
+        return _highest_fragment_id(ds, min(later)) if later else None
+    return max((int(f.fragment_id) for f in old.get_fragments()), default=-1)
+
+
+def segment_fragments(ds: lance.LanceDataset, name: str, uuids: Sequence[str]) -> list[int]:
+    """The fragments the segments ``uuids`` of index ``name`` cover."""
+    wanted = set(uuids)
+    return sorted(
+        {
+            int(i)
+            for d in ds.describe_indices()
+            if str(d.name) == name
+            for s in d.segments
+            if str(s.uuid) in wanted
+            for i in s.fragment_ids
+        }
+    )
 
 
 def segment_uuids(ds: lance.LanceDataset, name: str) -> list[str]:

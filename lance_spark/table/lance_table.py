@@ -662,10 +662,13 @@ class LanceTable:
         """Bring indexes up to date with the rows appended since they were built, as a Spark
         job committed as one new version: each index gets new segments over the fragments it
         does not cover yet, with the parameters (and the vector model: no retraining) it was
-        built with. ``retrain=True`` builds each index again, its vector model trained anew
-        on today's data. ``names``: the indexes (default: all). An index this connector did
-        not build and whose parameters it cannot know (a full-text or vector index made by
-        pylance) is optimized by Lance's own ``optimize_indices`` on the driver.
+        built with. The segments that hold entries for rows whose values were rewritten since
+        (``updateColumns``; UPDATE and MERGE on stable row ids) are built again with them, so
+        the index never answers with old values. ``retrain=True`` builds each index again,
+        its vector model trained anew on today's data. ``names``: the indexes (default: all).
+        An index this connector did not build and whose parameters it cannot know (a
+        full-text or vector index made by pylance) is optimized by Lance's own
+        ``optimize_indices`` on the driver.
 
         Returns a row per index: ``index``, ``type``, ``numFragmentsIndexed`` (by this
         call), ``numIndexedRows``, ``numUnindexedRows`` and ``numSegments`` afterwards,

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from lance_spark import IndexExistsError, InvalidOptionError, LanceSparkError, LanceTable
@@ -248,6 +250,57 @@ def test_sql_create_index_and_optimize_indexes(spark: SparkSession, table_uri: s
     assert row["numSegments"] == 2 and row["numIndexedRows"] == 1200
     detail = spark.sql(f"DESCRIBE DETAIL lance.`{table_uri}`").collect()[0]
     assert [(i["name"], i["numIndexedRows"]) for i in detail["indexes"]] == [("by_id", 1200)]
+
+
+def test_pq_indexes_on_a_small_table_train_on_every_row(spark: SparkSession, tmp_path: Any) -> None:
+    """IVF_PQ and IVF_HNSW_PQ on 300 rows (fewer than Lance's sample of 256 rows per PQ
+    centroid): CREATE INDEX trains on every row, as pylance's own build does, and each query
+    finds its own row first. Parameters the table cannot take are refused, naming them, and
+    leave no index."""
+    dim = 16
+    vectors = np.random.default_rng(11).random((300, dim), dtype=np.float32)
+    table = pa.table(
+        {
+            "id": np.arange(300, dtype=np.int64),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+        }
+    )
+    for kind, extra in (("IVF_PQ", ""), ("IVF_HNSW_PQ", ", m = 8, ef_construction = 100")):
+        uri = str(tmp_path / f"{kind}.lance")
+        lance.write_dataset(table, uri, max_rows_per_file=100)
+        spark.sql(
+            f"CREATE INDEX v_idx ON lance.`{uri}` (v) USING {kind} "
+            f"WITH (num_partitions = 4, num_sub_vectors = 4{extra})"
+        )
+        (row,) = LanceTable.forPath(spark, uri).listIndices().collect()
+        assert (row["type"], row["numIndexedRows"], row["numUnindexedRows"]) == (kind, 300, 0)
+        ds = lance.dataset(uri)
+        assert (
+            "v_idx" in ds.scanner(nearest={"column": "v", "q": vectors[0], "k": 1}).explain_plan()
+        )
+        for probe in range(0, 300, 20):
+            nearest = {
+                "column": "v",
+                "q": vectors[probe],
+                "k": 3,
+                "nprobes": 4,
+                "refine_factor": 10,
+            }
+            assert ds.to_table(columns=["id"], nearest=nearest)["id"][0].as_py() == probe, kind
+
+    version, folders = lance.dataset(uri).version, _index_folders(uri)
+    for params, message in (
+        ("num_partitions = 400, num_sub_vectors = 4", r"num_partitions=400 .* has 300 .*<= 300"),
+        ("num_partitions = 4, num_sub_vectors = 5", r"num_sub_vectors=5 .* dimension 16"),
+        ("num_partitions = 4, num_sub_vectors = 4, num_bits = 16", r"num_bits=16 .* 65536 rows"),
+    ):
+        with pytest.raises(AnalysisException, match="InvalidOptionError: .*" + message):
+            spark.sql(f"CREATE INDEX big ON lance.`{uri}` (v) USING IVF_PQ WITH ({params})")
+    with pytest.raises(InvalidOptionError, match="num_partitions=301"):
+        LanceTable.forPath(spark, uri).createIndex("v", "IVF_PQ", name="big", num_partitions=301)
+    ds = lance.dataset(uri)
+    assert ds.version == version and _index_folders(uri) == folders
+    assert [d.name for d in ds.describe_indices()] == ["v_idx"]
 
 
 def test_auto_index_indexes_what_a_write_appends_past_the_threshold(
