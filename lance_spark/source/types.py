@@ -101,7 +101,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -447,6 +447,28 @@ ROUND_TRIP_UDTS = frozenset(
         "pyspark.mllib.linalg.MatrixUDT",
     }
 )
+
+
+# A column's default value, as Spark keeps it in a field's metadata (ResolveDefaultColumns):
+# the SQL of the value INSERT / UPDATE / MERGE use, and the value of the rows that existed when
+# the column was added (a literal's SQL). Lance keeps both in the field's metadata.
+CURRENT_DEFAULT_KEY = "CURRENT_DEFAULT"
+EXISTS_DEFAULT_KEY = "EXISTS_DEFAULT"
+DEFAULT_KEYS = (CURRENT_DEFAULT_KEY, EXISTS_DEFAULT_KEY)
+
+
+def spark_defaults(metadata: Mapping[str, Any] | None) -> dict[str, str]:
+    """The default-value entries of a Spark field's metadata (none when it has no default)."""
+    return {k: str(metadata[k]) for k in DEFAULT_KEYS if metadata and k in metadata}
+
+
+def stored_defaults(metadata: Mapping[bytes, bytes] | None) -> dict[str, str]:
+    """The default-value entries of a Lance field's metadata, as Spark's field metadata."""
+    return {
+        k: metadata[k.encode()].decode("utf-8", errors="replace")
+        for k in DEFAULT_KEYS
+        if metadata and k.encode() in metadata
+    }
 
 
 def udt_name(data_type: DataType) -> str | None:

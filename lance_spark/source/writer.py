@@ -546,6 +546,18 @@ def with_comments(schema: pa.Schema, comments: Mapping[str, str]) -> pa.Schema:
     return pa.schema(fields, metadata=schema.metadata)
 
 
+def with_defaults(schema: pa.Schema, spark_schema: StructType) -> pa.Schema:
+    """``schema`` with the default values of ``spark_schema``'s columns (Spark's
+    ``CURRENT_DEFAULT`` / ``EXISTS_DEFAULT`` field metadata) in its fields' metadata, where
+    Lance keeps them and the table's Spark schema reports them."""
+    defaults = {f.name: _types.spark_defaults(f.metadata) for f in spark_schema.fields}
+    fields = [
+        f.with_metadata({**(f.metadata or {}), **defaults[f.name]}) if defaults.get(f.name) else f
+        for f in schema
+    ]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
 def create_empty(
     *,
     uri: str,
@@ -571,7 +583,7 @@ def create_empty(
         for f in spark_schema.fields
         if f.metadata and COMMENT_KEY in f.metadata
     }
-    writer.target = with_comments(writer.target, comments)
+    writer.target = with_defaults(with_comments(writer.target, comments), spark_schema)
     writer.commit_results(
         [], txn=writer.txn_id(), operation="REPLACE TABLE" if replace else "CREATE TABLE"
     )

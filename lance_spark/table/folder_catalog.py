@@ -14,6 +14,7 @@ tables of Spark's own catalog (their location is the catalog entry's).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -22,6 +23,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_json_stri
 
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableAlreadyExistsError
 from lance_spark.source import dataset, staging
+from lance_spark.source import types as _types
 from lance_spark.source import writer as _writer
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.writer import COMMENT_KEY
@@ -223,6 +225,7 @@ def alter_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) 
 
 def _add_columns(table: TableContext, changes: list[Mapping[str, Any]]) -> None:
     fields = []
+    values: dict[str, str | None] = {}
     for change in changes:
         path = ".".join(str(p) for p in change.get("path") or [])
         if len(change.get("path") or []) != 1:
@@ -237,8 +240,13 @@ def _add_columns(table: TableContext, changes: list[Mapping[str, Any]]) -> None:
         comment = change.get("comment")
         metadata = {} if comment is None else {COMMENT_KEY: str(comment)}
         data_type = _parse_datatype_json_string(str(change["type"]))
-        fields.append(StructField(path, data_type, True, metadata))
-    add_columns(table, StructType(fields))
+        nullable = True
+        if change.get("default_metadata"):  # ADD COLUMN c ... DEFAULT expr
+            metadata.update(_types.spark_defaults(json.loads(str(change["default_metadata"]))))
+            values[path] = change.get("default_value")
+            nullable = bool(change.get("nullable", True))
+        fields.append(StructField(path, data_type, nullable, metadata))
+    add_columns(table, StructType(fields), existing_values=values)
 
 
 def _alter(table: TableContext, change: Mapping[str, Any]) -> None:
