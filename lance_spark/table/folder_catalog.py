@@ -34,6 +34,7 @@ from lance_spark.table.schema import (
     check_property_keys,
     drop_columns,
     rename_column,
+    set_default,
     set_nullable,
     set_properties,
     unset_properties,
@@ -164,6 +165,16 @@ def create_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
                 "without columns: CREATE TABLE <name> USING lance LOCATION "
                 f"'{location}'"
             )
+        # The statement's column defaults are kept with the table (its rows are as they are).
+        defaults = {
+            name: _types.spark_defaults(f.metadata)
+            for name, f in zip(existing.names, schema.fields, strict=True)
+            if _types.spark_defaults(f.metadata)
+        }
+        if defaults:
+            dataset.open_latest(location, storage=storage).update_field_metadata(
+                cast(Any, defaults)
+            )
     else:
         _writer.create_empty(
             uri=location,
@@ -262,11 +273,13 @@ def _alter(table: TableContext, change: Mapping[str, Any]) -> None:
         alter_column(table, path, comment=str(change["comment"]))
     elif kind == "update_nullability":
         set_nullable(table, path, nullable=bool(change["nullable"]))
+    elif kind == "update_default":
+        set_default(table, path, str(change.get("default") or "") or None)
     else:
         raise InvalidOptionError(
             f"ALTER TABLE on a Lance table cannot {change.get('description') or kind}; it can "
             "ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), ALTER COLUMN ... TYPE (widening) / "
-            "COMMENT / DROP NOT NULL, SET / UNSET TBLPROPERTIES"
+            "COMMENT / DROP NOT NULL / SET DEFAULT / DROP DEFAULT, SET / UNSET TBLPROPERTIES"
         )
 
 

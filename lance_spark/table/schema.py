@@ -209,6 +209,21 @@ def set_nullable(table: TableContext, name: str, *, nullable: bool) -> None:
         ds.alter_columns(cast(Any, {"path": path, "nullable": True}))
 
 
+def set_default(table: TableContext, name: str, sql: str | None) -> None:
+    """``ALTER COLUMN c SET DEFAULT expr`` (``sql``: Spark's SQL of it) / ``DROP DEFAULT``
+    (None): the default that INSERT, UPDATE and MERGE use from now on (Spark's
+    ``CURRENT_DEFAULT``, in the Lance field's metadata), one metadata-only commit. The rows
+    already there keep their values (``EXISTS_DEFAULT`` stays)."""
+    ds = table.open()
+    path = _field_path(ds, table.uri, name)
+    if "." in path:
+        raise InvalidOptionError(
+            f"ALTER COLUMN {path} SET / DROP DEFAULT: Lance tables keep defaults of top-level "
+            "columns only"
+        )
+    ds.update_field_metadata(cast(Any, {path: {_types.CURRENT_DEFAULT_KEY: sql}}))
+
+
 def set_properties(table: TableContext, properties: Mapping[str, str]) -> None:
     """Set table properties (Lance's table config), one commit."""
     if not properties:

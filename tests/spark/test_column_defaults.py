@@ -82,6 +82,14 @@ def test_defaults_are_kept_with_the_table_and_used_by_insert(
     try:
         spark.sql(f"CREATE TABLE {table}_again USING lance LOCATION '{location}'")
         assert _defaults(spark, f"{table}_again") == {"id": "42", "dep": "'it\\'s'", "d": "1.5"}
+        # Registered with columns: the statement's defaults are kept with the table too.
+        spark.sql(f"DROP TABLE {table}_again")
+        spark.sql(
+            f"CREATE TABLE {table}_again (pk INT NOT NULL, id INT DEFAULT 7, dep STRING, "
+            f"d DOUBLE) USING lance LOCATION '{location}'"
+        )
+        spark.sql(f"INSERT INTO {table}_again (pk) VALUES (4)")
+        assert (4, 7, "it's", 1.5) in _lance_rows(spark, table)
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}_again")
 
@@ -98,6 +106,11 @@ def test_update_with_default_and_added_columns(spark: SparkSession, table: str) 
     _check(spark, table, [(1, 42, "hr", "initial-text", 123), (2, 2, "it", "initial-text", 123)])
     assert _defaults(spark, table) == {"id": "42", "txt": "'initial-text'", "value": "100 + 23"}
     spark.sql(f"INSERT INTO {table} (pk) VALUES (3)")
+    # ALTER COLUMN SET / DROP DEFAULT: later writes take the new default, or null.
+    spark.sql(f"ALTER TABLE {table} ALTER COLUMN id SET DEFAULT 7")
+    spark.sql(f"INSERT INTO {table} (pk) VALUES (4)")
+    spark.sql(f"ALTER TABLE {table} ALTER COLUMN id DROP DEFAULT")
+    spark.sql(f"INSERT INTO {table} (pk) VALUES (5)")
     _check(
         spark,
         table,
@@ -105,8 +118,11 @@ def test_update_with_default_and_added_columns(spark: SparkSession, table: str) 
             (1, 42, "hr", "initial-text", 123),
             (2, 2, "it", "initial-text", 123),
             (3, 42, None, "initial-text", 123),
+            (4, 7, None, "initial-text", 123),
+            (5, None, None, "initial-text", 123),
         ],
     )
+    assert _defaults(spark, table) == {"txt": "'initial-text'", "value": "100 + 23"}
 
 
 def _salaries(spark: SparkSession, table: str) -> None:

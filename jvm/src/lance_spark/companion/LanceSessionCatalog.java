@@ -17,6 +17,7 @@ import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
 import org.apache.spark.sql.connector.catalog.Column;
 import org.apache.spark.sql.connector.catalog.ColumnDefaultValue;
+import org.apache.spark.sql.connector.catalog.DefaultValue;
 import org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
@@ -400,6 +401,12 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     } else if (change instanceof TableChange.UpdateColumnComment comment) {
       out.put("kind", "update_comment").put("comment", comment.newComment());
       out.set("path", toJson(comment.fieldNames()));
+    } else if (change instanceof TableChange.UpdateColumnDefaultValue update) {
+      // ALTER COLUMN c SET DEFAULT expr (its SQL) / DROP DEFAULT (empty): Spark's current
+      // default; the rows already there keep theirs.
+      DefaultValue current = update.newCurrentDefault();
+      out.put("kind", "update_default").put("default", current == null ? null : current.getSql());
+      out.set("path", toJson(update.fieldNames()));
     } else if (change instanceof TableChange.UpdateColumnNullability nullability) {
       out.put("kind", "update_nullability").put("nullable", nullability.nullable());
       out.set("path", toJson(nullability.fieldNames()));
