@@ -144,6 +144,7 @@ __all__ = [
     "arrow_schema_for_new_table",
     "blob_columns",
     "check_column_names",
+    "check_defaults_given",
     "conform_read_batch",
     "conform_write_batch",
     "is_blob_field",
@@ -779,6 +780,26 @@ def _check_required_present(dst: Sequence[pa.Field], present: set[str], prefix: 
         names = ", ".join(f"{prefix}{f.name!r} ({f.type})" for f in missing)
         raise SchemaMismatchError(
             f"non-nullable table column(s) {names} are missing from the written data"
+        )
+
+
+def check_defaults_given(incoming: pa.Schema, table: pa.Schema) -> None:
+    """Written rows (``incoming``) have every column of ``table`` that has a DEFAULT: Spark
+    fills defaults (INSERT, UPDATE, MERGE, writes to the catalog table) before the data
+    reaches the writer; a write that bypasses Spark's analysis (by path) would store nulls
+    instead of the default. Raises :class:`SchemaMismatchError` naming the columns."""
+    present = {n for n in _match_names(incoming.names, table.names, "") if n is not None}
+    missing = [
+        f"{f.name!r} (DEFAULT {stored_defaults(f.metadata)[CURRENT_DEFAULT_KEY]})"
+        for f in table
+        if f.name not in present and CURRENT_DEFAULT_KEY in stored_defaults(f.metadata)
+    ]
+    if missing:
+        raise SchemaMismatchError(
+            f"table column(s) {', '.join(missing)} are missing from the written data and have "
+            "a default value, which a write by path cannot compute: give the column(s), or "
+            "write through the catalog table (INSERT INTO, DataFrameWriterV2), where Spark "
+            "fills defaults"
         )
 
 

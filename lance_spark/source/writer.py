@@ -646,6 +646,7 @@ def _plan(
     if latest is not None and not overwrite:
         table = latest.schema
         target = _types.reconcile_write_schema(incoming, table, merge_schema=options.merge_schema)
+        _types.check_defaults_given(incoming, table)
         target = _types.with_udts(target, spark_schema)  # new columns (mergeSchema) keep theirs
         new_columns = [n for n in target.names if n not in table.names]
         mode = WriteMode.APPEND
@@ -693,6 +694,7 @@ def _plan_overwrite(
             else "set overwriteSchema=true to replace the table's schema"
         )
         raise SchemaMismatchError(f"{err}; {advice}") from None
+    _types.check_defaults_given(incoming, table)
     target = _as_vectors(target, vector_sizes)
     if predicate is None:
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)

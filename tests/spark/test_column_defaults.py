@@ -15,7 +15,7 @@ import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from lance_spark.errors import InvalidOptionError
+from lance_spark.errors import InvalidOptionError, SchemaMismatchError
 
 pytestmark = [pytest.mark.spark, pytest.mark.both_modes]
 
@@ -190,12 +190,21 @@ def test_delete_from_table_containing_added_column_with_default_value(
     _check(spark, table, [(2, -1, "hr", "initial-text"), (3, -1, "hr", "initial-text")])
 
 
-def test_defaults_lance_cannot_keep_are_refused(spark: SparkSession, table: str) -> None:
-    spark.sql(f"CREATE TABLE {table} (pk INT NOT NULL) USING lance")
-    spark.sql(f"INSERT INTO {table} VALUES (1)")
-    location = spark.sql(f"DESCRIBE DETAIL {table}").collect()[0]["location"]
-    version = lance.dataset(location.removeprefix("file:")).version
+def test_defaults_lance_cannot_keep_or_compute_are_refused(spark: SparkSession, table: str) -> None:
+    spark.sql(f"CREATE TABLE {table} (pk INT NOT NULL, id INT DEFAULT 42) USING lance")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 1)")
+    path = spark.sql(f"DESCRIBE DETAIL {table}").collect()[0]["location"].removeprefix("file:")
+    version = lance.dataset(path).version
+    # The rows already there would need a value Lance cannot be given.
     with pytest.raises(AnalysisException, match=rf"{InvalidOptionError.__name__}: .*'arr'"):
         spark.sql(f"ALTER TABLE {table} ADD COLUMN arr ARRAY<INT> DEFAULT array(1, 2)")
-    assert lance.dataset(location.removeprefix("file:")).version == version
-    assert spark.table(table).columns == ["pk"]
+    # A write by path bypasses Spark's analysis: it cannot fill the default, so it must
+    # give the column (else it would store null).
+    with pytest.raises(SchemaMismatchError, match=r"'id' \(DEFAULT 42\)"):
+        spark.createDataFrame([(2,)], "pk int").write.format("lance").mode("append").save(path)
+    assert lance.dataset(path).version == version
+    assert spark.table(table).columns == ["pk", "id"]
+    spark.createDataFrame([(3, 3)], "pk int, id int").write.format("lance").mode("append").save(
+        path
+    )
+    _check(spark, table, [(1, 1), (3, 3)])
