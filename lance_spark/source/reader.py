@@ -118,7 +118,9 @@ def user_projection(
 
 def spark_schema(table_schema: pa.Schema, projection: Projection) -> StructType:
     """The Spark schema of a scan. A column's comment (ALTER COLUMN ... COMMENT) is Spark's
-    ``comment`` field metadata, which DESCRIBE shows; nothing else is added: the table's
+    ``comment`` field metadata, which DESCRIBE shows, and its default value Spark's
+    ``CURRENT_DEFAULT`` / ``EXISTS_DEFAULT`` (what INSERT, UPDATE and MERGE use); nothing else
+    is added: the table's
     location comes from the path option (the session catalog gives catalog tables theirs)."""
     arrow = pa.schema([table_schema.field(c) for c in projection.lance_columns])
     mapped = _types.spark_schema_from_arrow(arrow)
@@ -126,9 +128,11 @@ def spark_schema(table_schema: pa.Schema, projection: Projection) -> StructType:
     for name, lance_name, f in zip(
         projection.spark_names, projection.lance_columns, mapped.fields, strict=True
     ):
-        comment = (arrow.field(lance_name).metadata or {}).get(COMMENT_METADATA_KEY)
-        metadata = {"comment": comment.decode("utf-8", errors="replace")} if comment else None
-        fields.append(StructField(name, f.dataType, f.nullable, metadata))
+        stored = arrow.field(lance_name).metadata or {}
+        comment = stored.get(COMMENT_METADATA_KEY)
+        metadata = {"comment": comment.decode("utf-8", errors="replace")} if comment else {}
+        metadata.update(_types.stored_defaults(stored))
+        fields.append(StructField(name, f.dataType, f.nullable, metadata or None))
     fields += [StructField(m, LongType(), nullable=False) for m in projection.metadata_columns]
     return StructType(fields)
 

@@ -101,7 +101,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -144,6 +144,7 @@ __all__ = [
     "arrow_schema_for_new_table",
     "blob_columns",
     "check_column_names",
+    "check_defaults_given",
     "conform_read_batch",
     "conform_write_batch",
     "is_blob_field",
@@ -447,6 +448,28 @@ ROUND_TRIP_UDTS = frozenset(
         "pyspark.mllib.linalg.MatrixUDT",
     }
 )
+
+
+# A column's default value, as Spark keeps it in a field's metadata (ResolveDefaultColumns):
+# the SQL of the value INSERT / UPDATE / MERGE use, and the value of the rows that existed when
+# the column was added (a literal's SQL). Lance keeps both in the field's metadata.
+CURRENT_DEFAULT_KEY = "CURRENT_DEFAULT"
+EXISTS_DEFAULT_KEY = "EXISTS_DEFAULT"
+DEFAULT_KEYS = (CURRENT_DEFAULT_KEY, EXISTS_DEFAULT_KEY)
+
+
+def spark_defaults(metadata: Mapping[str, Any] | None) -> dict[str, str]:
+    """The default-value entries of a Spark field's metadata (none when it has no default)."""
+    return {k: str(metadata[k]) for k in DEFAULT_KEYS if metadata and k in metadata}
+
+
+def stored_defaults(metadata: Mapping[bytes, bytes] | None) -> dict[str, str]:
+    """The default-value entries of a Lance field's metadata, as Spark's field metadata."""
+    return {
+        k: metadata[k.encode()].decode("utf-8", errors="replace")
+        for k in DEFAULT_KEYS
+        if metadata and k.encode() in metadata
+    }
 
 
 def udt_name(data_type: DataType) -> str | None:
@@ -757,6 +780,26 @@ def _check_required_present(dst: Sequence[pa.Field], present: set[str], prefix: 
         names = ", ".join(f"{prefix}{f.name!r} ({f.type})" for f in missing)
         raise SchemaMismatchError(
             f"non-nullable table column(s) {names} are missing from the written data"
+        )
+
+
+def check_defaults_given(incoming: pa.Schema, table: pa.Schema) -> None:
+    """Written rows (``incoming``) have every column of ``table`` that has a DEFAULT: Spark
+    fills defaults (INSERT, UPDATE, MERGE, writes to the catalog table) before the data
+    reaches the writer; a write that bypasses Spark's analysis (by path) would store nulls
+    instead of the default. Raises :class:`SchemaMismatchError` naming the columns."""
+    present = {n for n in _match_names(incoming.names, table.names, "") if n is not None}
+    missing = [
+        f"{f.name!r} (DEFAULT {stored_defaults(f.metadata)[CURRENT_DEFAULT_KEY]})"
+        for f in table
+        if f.name not in present and CURRENT_DEFAULT_KEY in stored_defaults(f.metadata)
+    ]
+    if missing:
+        raise SchemaMismatchError(
+            f"table column(s) {', '.join(missing)} are missing from the written data and have "
+            "a default value, which a write by path cannot compute: give the column(s), or "
+            "write through the catalog table (INSERT INTO, DataFrameWriterV2), where Spark "
+            "fills defaults"
         )
 
 

@@ -546,6 +546,18 @@ def with_comments(schema: pa.Schema, comments: Mapping[str, str]) -> pa.Schema:
     return pa.schema(fields, metadata=schema.metadata)
 
 
+def with_defaults(schema: pa.Schema, spark_schema: StructType) -> pa.Schema:
+    """``schema`` with the default values of ``spark_schema``'s columns (Spark's
+    ``CURRENT_DEFAULT`` / ``EXISTS_DEFAULT`` field metadata) in its fields' metadata, where
+    Lance keeps them and the table's Spark schema reports them."""
+    defaults = {f.name: _types.spark_defaults(f.metadata) for f in spark_schema.fields}
+    fields = [
+        f.with_metadata({**(f.metadata or {}), **defaults[f.name]}) if defaults.get(f.name) else f
+        for f in schema
+    ]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
 def create_empty(
     *,
     uri: str,
@@ -571,7 +583,7 @@ def create_empty(
         for f in spark_schema.fields
         if f.metadata and COMMENT_KEY in f.metadata
     }
-    writer.target = with_comments(writer.target, comments)
+    writer.target = with_defaults(with_comments(writer.target, comments), spark_schema)
     writer.commit_results(
         [], txn=writer.txn_id(), operation="REPLACE TABLE" if replace else "CREATE TABLE"
     )
@@ -634,6 +646,7 @@ def _plan(
     if latest is not None and not overwrite:
         table = latest.schema
         target = _types.reconcile_write_schema(incoming, table, merge_schema=options.merge_schema)
+        _types.check_defaults_given(incoming, table)
         target = _types.with_udts(target, spark_schema)  # new columns (mergeSchema) keep theirs
         new_columns = [n for n in target.names if n not in table.names]
         mode = WriteMode.APPEND
@@ -681,6 +694,7 @@ def _plan_overwrite(
             else "set overwriteSchema=true to replace the table's schema"
         )
         raise SchemaMismatchError(f"{err}; {advice}") from None
+    _types.check_defaults_given(incoming, table)
     target = _as_vectors(target, vector_sizes)
     if predicate is None:
         return LanceWriter(uri, WriteMode.OVERWRITE, int(ds.version), target, options, app_id)

@@ -14,6 +14,7 @@ tables of Spark's own catalog (their location is the catalog entry's).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -22,6 +23,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_json_stri
 
 from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableAlreadyExistsError
 from lance_spark.source import dataset, staging
+from lance_spark.source import types as _types
 from lance_spark.source import writer as _writer
 from lance_spark.source.options import parse_write_options
 from lance_spark.source.writer import COMMENT_KEY
@@ -32,6 +34,7 @@ from lance_spark.table.schema import (
     check_property_keys,
     drop_columns,
     rename_column,
+    set_default,
     set_nullable,
     set_properties,
     unset_properties,
@@ -162,6 +165,16 @@ def create_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
                 "without columns: CREATE TABLE <name> USING lance LOCATION "
                 f"'{location}'"
             )
+        # The statement's column defaults are kept with the table (its rows are as they are).
+        defaults = {
+            name: _types.spark_defaults(f.metadata)
+            for name, f in zip(existing.names, schema.fields, strict=True)
+            if _types.spark_defaults(f.metadata)
+        }
+        if defaults:
+            dataset.open_latest(location, storage=storage).update_field_metadata(
+                cast(Any, defaults)
+            )
     else:
         _writer.create_empty(
             uri=location,
@@ -223,6 +236,7 @@ def alter_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) 
 
 def _add_columns(table: TableContext, changes: list[Mapping[str, Any]]) -> None:
     fields = []
+    values: dict[str, str | None] = {}
     for change in changes:
         path = ".".join(str(p) for p in change.get("path") or [])
         if len(change.get("path") or []) != 1:
@@ -237,8 +251,13 @@ def _add_columns(table: TableContext, changes: list[Mapping[str, Any]]) -> None:
         comment = change.get("comment")
         metadata = {} if comment is None else {COMMENT_KEY: str(comment)}
         data_type = _parse_datatype_json_string(str(change["type"]))
-        fields.append(StructField(path, data_type, True, metadata))
-    add_columns(table, StructType(fields))
+        nullable = True
+        if change.get("default_metadata"):  # ADD COLUMN c ... DEFAULT expr
+            metadata.update(_types.spark_defaults(json.loads(str(change["default_metadata"]))))
+            values[path] = change.get("default_value")
+            nullable = bool(change.get("nullable", True))
+        fields.append(StructField(path, data_type, nullable, metadata))
+    add_columns(table, StructType(fields), existing_values=values)
 
 
 def _alter(table: TableContext, change: Mapping[str, Any]) -> None:
@@ -254,11 +273,13 @@ def _alter(table: TableContext, change: Mapping[str, Any]) -> None:
         alter_column(table, path, comment=str(change["comment"]))
     elif kind == "update_nullability":
         set_nullable(table, path, nullable=bool(change["nullable"]))
+    elif kind == "update_default":
+        set_default(table, path, str(change.get("default") or "") or None)
     else:
         raise InvalidOptionError(
             f"ALTER TABLE on a Lance table cannot {change.get('description') or kind}; it can "
             "ADD COLUMNS, RENAME COLUMN, DROP COLUMN(S), ALTER COLUMN ... TYPE (widening) / "
-            "COMMENT / DROP NOT NULL, SET / UNSET TBLPROPERTIES"
+            "COMMENT / DROP NOT NULL / SET DEFAULT / DROP DEFAULT, SET / UNSET TBLPROPERTIES"
         )
 
 

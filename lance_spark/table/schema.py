@@ -8,6 +8,7 @@ so a refused change commits nothing. Catalog entries are brought in step by the 
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -19,7 +20,7 @@ from pyspark.sql.types import DataType, StructType
 from lance_spark.errors import ColumnNotFoundError, InvalidOptionError, SchemaMismatchError
 from lance_spark.source import types as _types
 from lance_spark.source.options import DATA_STORAGE_VERSION, ENABLE_STABLE_ROW_IDS
-from lance_spark.source.writer import COMMENT_KEY, with_comments
+from lance_spark.source.writer import COMMENT_KEY, with_comments, with_defaults
 from lance_spark.table.catalog import RESERVED_PROPERTIES
 from lance_spark.table.context import TableContext
 
@@ -54,9 +55,17 @@ def rename_column(table: TableContext, old: str, new: str) -> None:
     ds.alter_columns(cast(Any, {"path": path, "name": new}))
 
 
-def add_columns(table: TableContext, columns: StructType) -> None:
-    """``ALTER TABLE ... ADD COLUMNS``: all-null columns, with their comments (``comment`` in
-    a field's metadata), one metadata-only Lance commit."""
+def add_columns(
+    table: TableContext,
+    columns: StructType,
+    *,
+    existing_values: Mapping[str, str | None] | None = None,
+) -> None:
+    """``ALTER TABLE ... ADD COLUMNS``: new columns with their comments (``comment`` in a
+    field's metadata) and default values (Spark's ``CURRENT_DEFAULT`` / ``EXISTS_DEFAULT``
+    field metadata, kept by Lance), one Lance commit. Rows already there read
+    ``existing_values[name]`` (the default's value, in Spark's internal form as text: the
+    column is written with it), else null (metadata-only)."""
     ds = table.open()
     existing = {n.lower() for n in ds.schema.names}
     clash = [f.name for f in columns.fields if f.name.lower() in existing]
@@ -72,7 +81,62 @@ def add_columns(table: TableContext, columns: StructType) -> None:
     comments = {
         f.name: str(f.metadata[COMMENT_KEY]) for f in columns.fields if COMMENT_KEY in f.metadata
     }
-    ds.add_columns(with_comments(_types.nullable_schema(fields), comments))
+    values = {k: v for k, v in (existing_values or {}).items() if v is not None}
+    if not values:
+        ds.add_columns(
+            with_defaults(with_comments(_types.nullable_schema(fields), comments), columns)
+        )
+        return
+    # Every new column in one commit, written: the defaults' values, nulls for the others.
+    # A NOT NULL column is NOT NULL in Lance too when every row gets a value (its default).
+    not_null = {f.name for f in columns.fields if f.name in values and not f.nullable}
+    target = pa.schema(
+        [f.with_nullable(f.name not in not_null) for f in _types.nullable_schema(fields)]
+    )
+    scalars = {f.name: _default_scalar(f, values[f.name]) for f in target if f.name in values}
+    out = with_defaults(with_comments(target, comments), columns)
+
+    @lance.batch_udf(output_schema=out)
+    def fill(batch: pa.RecordBatch) -> pa.RecordBatch:
+        n = batch.num_rows
+        arrays = [
+            pa.repeat(scalars[f.name], n) if f.name in scalars else pa.nulls(n, f.type) for f in out
+        ]
+        return pa.record_batch(arrays, schema=out)
+
+    ds.add_columns(fill, read_columns=[])
+
+
+def _default_scalar(field: pa.Field, value: str) -> pa.Scalar:
+    """The value of an added column's default for the rows already there: Spark's internal
+    form of the literal (as the companion sends it) as a value of the column's Arrow type."""
+    t = field.type
+    try:
+        if pa.types.is_boolean(t):
+            return pa.scalar(value == "true", t)
+        if pa.types.is_integer(t):
+            return pa.scalar(int(value), t)
+        if pa.types.is_floating(t):
+            return pa.scalar(float(value), t)
+        if pa.types.is_decimal(t):
+            return pa.scalar(decimal.Decimal(value), t)
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return pa.scalar(value, t)
+        if pa.types.is_date32(t):  # days since the epoch
+            return pa.scalar(int(value), pa.int32()).cast(t)
+        if pa.types.is_timestamp(t) and t.unit == "us":  # microseconds since the epoch
+            return pa.scalar(int(value), pa.int64()).cast(t)
+    except (ValueError, ArithmeticError, pa.ArrowException) as e:
+        raise InvalidOptionError(
+            f"ALTER TABLE ADD COLUMN {field.name!r} DEFAULT: cannot store the value {value!r} "
+            f"as {t}: {e}"
+        ) from e
+    raise InvalidOptionError(
+        f"ALTER TABLE ADD COLUMN {field.name!r} ... DEFAULT: the rows already in the table "
+        f"would need the default's value, and Lance tables take it for columns of boolean, "
+        f"numeric, decimal, string, date and timestamp types only, not {t}; add the column "
+        "without DEFAULT (existing rows read null), or make it one of those types"
+    )
 
 
 def drop_columns(table: TableContext, names: Sequence[str], *, if_exists: bool = False) -> int:
@@ -143,6 +207,21 @@ def set_nullable(table: TableContext, name: str, *, nullable: bool) -> None:
         )
     if not _field(ds, path).nullable:
         ds.alter_columns(cast(Any, {"path": path, "nullable": True}))
+
+
+def set_default(table: TableContext, name: str, sql: str | None) -> None:
+    """``ALTER COLUMN c SET DEFAULT expr`` (``sql``: Spark's SQL of it) / ``DROP DEFAULT``
+    (None): the default that INSERT, UPDATE and MERGE use from now on (Spark's
+    ``CURRENT_DEFAULT``, in the Lance field's metadata), one metadata-only commit. The rows
+    already there keep their values (``EXISTS_DEFAULT`` stays)."""
+    ds = table.open()
+    path = _field_path(ds, table.uri, name)
+    if "." in path:
+        raise InvalidOptionError(
+            f"ALTER COLUMN {path} SET / DROP DEFAULT: Lance tables keep defaults of top-level "
+            "columns only"
+        )
+    ds.update_field_metadata(cast(Any, {path: {_types.CURRENT_DEFAULT_KEY: sql}}))
 
 
 def set_properties(table: TableContext, properties: Mapping[str, str]) -> None:

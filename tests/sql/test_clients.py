@@ -628,8 +628,15 @@ def test_a_folder_of_lance_tables_as_a_catalog(sql_client: SqlClient, tmp_path: 
             f"ALTER TABLE {catalog}.pets ADD COLUMNS (score DOUBLE)",
             f"ALTER TABLE {catalog}.pets RENAME COLUMN name TO label",
             f"SELECT id, label, score IS NULL FROM {catalog}.pets ORDER BY id",
+            # Column defaults are kept with the Lance table: INSERT and ADD COLUMN use them.
+            f"CREATE TABLE {catalog}.dflt (id BIGINT, n INT DEFAULT 7)",
+            f"INSERT INTO {catalog}.dflt (id) VALUES (1)",
+            f"ALTER TABLE {catalog}.dflt ADD COLUMN s STRING DEFAULT 'x'",
         ]
     )
+    assert lance.dataset(str(root / "dflt.lance")).to_table().to_pylist() == [
+        {"id": 1, "n": 7, "s": "x"}
+    ]
     assert _table_names(results[2]) == ["from_pylance"]
     assert rows_as_text(results[3]) == [("6",)]
     pets = lance.dataset(str(root / "pets.lance"), version=2).to_table().sort_by("id")

@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -12,17 +13,14 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
-import org.apache.spark.sql.connector.catalog.Column;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
 import org.apache.spark.sql.connector.catalog.SupportsNamespaces;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCatalog;
+import org.apache.spark.sql.connector.catalog.TableCatalogCapability;
 import org.apache.spark.sql.connector.catalog.TableChange;
 import org.apache.spark.sql.connector.catalog.TableInfo;
-import org.apache.spark.sql.types.Metadata;
-import org.apache.spark.sql.types.StructField;
-import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 
@@ -46,6 +44,15 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
   private String name;
   private String root;
   private final Map<String, String> storage = new HashMap<>();
+
+  /**
+   * Column DEFAULT values: Spark refuses them in a catalog that does not declare them; the
+   * Lance table keeps them (field metadata), as in the session catalog.
+   */
+  @Override
+  public Set<TableCatalogCapability> capabilities() {
+    return Set.of(TableCatalogCapability.SUPPORT_COLUMN_DEFAULT_VALUE);
+  }
 
   @Override
   public void initialize(String name, CaseInsensitiveStringMap options) {
@@ -158,18 +165,14 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
           "Lance tables are not partitioned (" + ident + "): a scalar index makes filters on a "
               + "column fast");
     }
-    Column[] columns = info.columns();
     String location = location(ident);
     if (exists(location)) {
       throw new TableAlreadyExistsException(ident);
     }
-    List<StructField> fields = new ArrayList<>();
-    for (Column column : columns) {
-      fields.add(new StructField(column.name(), column.dataType(), column.nullable(),
-          Metadata.empty()));
-    }
     ObjectNode args = LancePlanner.JSON.createObjectNode().put("location", location);
-    args.put("schema", new StructType(fields.toArray(new StructField[0])).json());
+    // Spark's schema of the columns: with their comments and default values (field metadata
+    // CURRENT_DEFAULT / EXISTS_DEFAULT), which Python keeps with the Lance table.
+    args.put("schema", info.schema().json());
     python("create_table", args);
     try {
       return loadTable(ident);

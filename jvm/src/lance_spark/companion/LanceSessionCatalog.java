@@ -15,6 +15,9 @@ import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
 import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
 import org.apache.spark.sql.catalyst.catalog.CatalogTable;
+import org.apache.spark.sql.connector.catalog.Column;
+import org.apache.spark.sql.connector.catalog.ColumnDefaultValue;
+import org.apache.spark.sql.connector.catalog.DefaultValue;
 import org.apache.spark.sql.connector.catalog.DelegatingCatalogExtension;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
@@ -372,6 +375,20 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
       if (add.position() != null) {
         out.put("position", add.position().toString());
       }
+      ColumnDefaultValue defaultValue = add.defaultValue();
+      if (defaultValue != null) {
+        // Spark's own field metadata of the default (CURRENT_DEFAULT, EXISTS_DEFAULT), as
+        // TableInfo.schema() encodes a column's default, and the value of the rows already
+        // there (Spark's internal form: Python converts it for the column's type).
+        String[] names = add.fieldNames();
+        Column column = Column.create(names[names.length - 1], add.dataType(),
+            add.isNullable(), null, defaultValue, null);
+        StructType encoded = new TableInfo.Builder().withColumns(new Column[] {column}).build()
+            .schema();
+        out.put("default_metadata", encoded.fields()[0].metadata().json());
+        Object value = defaultValue.getValue().value();
+        out.put("default_value", value == null ? null : value.toString());
+      }
     } else if (change instanceof TableChange.RenameColumn rename) {
       out.put("kind", "rename_column").put("new", rename.newName());
       out.set("path", toJson(rename.fieldNames()));
@@ -384,6 +401,12 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     } else if (change instanceof TableChange.UpdateColumnComment comment) {
       out.put("kind", "update_comment").put("comment", comment.newComment());
       out.set("path", toJson(comment.fieldNames()));
+    } else if (change instanceof TableChange.UpdateColumnDefaultValue update) {
+      // ALTER COLUMN c SET DEFAULT expr (its SQL) / DROP DEFAULT (empty): Spark's current
+      // default; the rows already there keep theirs.
+      DefaultValue current = update.newCurrentDefault();
+      out.put("kind", "update_default").put("default", current == null ? null : current.getSql());
+      out.set("path", toJson(update.fieldNames()));
     } else if (change instanceof TableChange.UpdateColumnNullability nullability) {
       out.put("kind", "update_nullability").put("nullable", nullability.nullable());
       out.set("path", toJson(nullability.fieldNames()));
