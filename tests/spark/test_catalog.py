@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import uuid
+from pathlib import Path
 
 import lance
 import pyarrow as pa
@@ -130,3 +132,52 @@ def test_every_read_has_exactly_the_declared_schema(
         assert spark.table(copy).schema == declared
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {copy}")
+
+
+def _folder_catalog(spark: SparkSession, root: Path, **confs: str) -> str:
+    """A new ``LanceFolderCatalog`` over ``root`` (confs: more of its settings); its name."""
+    name = f"folder_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"SET spark.sql.catalog.{name}=lance_spark.companion.LanceFolderCatalog")
+    spark.sql(f"SET spark.sql.catalog.{name}.root={root}")
+    for key, value in confs.items():
+        spark.sql(f"SET spark.sql.catalog.{name}.{key}={value}")
+    return name
+
+
+def test_folder_catalog_refuses_names_that_leave_its_root(
+    spark: SparkSession, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A namespace or table name that is '.', '..' or holds a path or a scheme is refused,
+    naming it, before storage is touched: the table next to the root (what ``..`` reached)
+    is read, dropped or changed by none of them, nothing is created outside the root."""
+    root = tmp_path / "lancedb"
+    root.mkdir()
+    victim = tmp_path / "victim.lance"
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    lance.write_dataset(rows, str(victim))
+    lance.write_dataset(rows, str(root / "inside.lance"))
+    cat = _folder_catalog(spark, root)
+    refused = [  # (statement, the name refused); check_name's unit test has the other cases
+        (f"SELECT count(*) FROM {cat}.`..`.victim", "namespace name '..'"),
+        (f"CREATE TABLE {cat}.`a/../../escaped` (id BIGINT)", "table name 'a/../../escaped'"),
+        (f"DROP NAMESPACE {cat}.`..`", "namespace name '..'"),
+        (f"DROP TABLE {cat}.`..`.victim", "namespace name '..'"),
+        (f"ALTER TABLE {cat}.`..`.victim RENAME TO {cat}.moved", "namespace name '..'"),
+        (f"CREATE NAMESPACE {cat}.`..`.`..`.outside", "namespace name '..'"),
+    ]
+    # Each refusal restarts a Python worker (seconds): Connect, whose errors travel the same
+    # way, runs the first three.
+    if "connect" in request.node.name:
+        refused = refused[:3]
+    for statement, named in refused:
+        with pytest.raises(Exception) as caught:
+            spark.sql(statement).collect()
+        assert "InvalidArgumentError" in str(caught.value), statement
+        assert named in str(caught.value), (statement, str(caught.value))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lancedb", "victim.lance"]
+    assert sorted(p.name for p in root.iterdir()) == ["inside.lance"]
+    for table in (victim, root / "inside.lance"):
+        ds = lance.dataset(str(table))
+        assert ds.version == 1 and ds.to_table().equals(rows)
+    # The names that are folders under the root still work.
+    assert spark.sql(f"SELECT sum(id) FROM {cat}.inside").first()[0] == 6
