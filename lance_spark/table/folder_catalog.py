@@ -185,6 +185,8 @@ def check_create(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
             f"<name> USING lance LOCATION '{location}' (no columns, no AS SELECT), or choose "
             "another location"
         )
+    if location:
+        staging.check_new_location(str(location), storage=storage)
     return {}
 
 

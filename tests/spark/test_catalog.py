@@ -181,3 +181,46 @@ def test_folder_catalog_refuses_names_that_leave_its_root(
         assert ds.version == 1 and ds.to_table().equals(rows)
     # The names that are folders under the root still work.
     assert spark.sql(f"SELECT sum(id) FROM {cat}.inside").first()[0] == 6
+
+
+def test_no_table_inside_another_and_vacuum_spares_one_there(
+    spark: SparkSession, tmp_path: Path, table_name: str, request: pytest.FixtureRequest
+) -> None:
+    """A new table inside a Lance table's folder (its VACUUM would delete it), or in a folder
+    holding one, is refused naming both; a table pylance made there anyway is left alone by
+    the outer table's VACUUM."""
+    outer = tmp_path / "outer.lance"
+    lance.write_dataset(pa.table({"id": pa.array([1, 2], pa.int64())}), str(outer))
+    lance.write_dataset(pa.table({"id": pa.array([3], pa.int64())}), str(outer), mode="append")
+    inner = pa.table({"id": pa.array([7, 8, 9], pa.int64())})
+    lance.write_dataset(inner, str(outer / "data" / "inner.lance"))  # bypassing the checks
+    frame = spark.range(2)
+    refused = [
+        (
+            lambda: spark.sql(
+                f"CREATE TABLE {table_name} USING lance LOCATION '{outer}/_indices/x.lance' "
+                "AS SELECT 1 AS id"
+            ).collect(),
+            "inside the folder of the Lance table at",
+        ),
+        (
+            lambda: frame.write.format("lance").save(f"{outer}/data/x.lance"),
+            "inside the folder of the Lance table at",
+        ),
+        (
+            lambda: frame.write.format("lance").save(str(tmp_path)),
+            "its folder holds the Lance table at",
+        ),
+    ]
+    if "connect" in request.node.name:  # each refusal restarts a Python worker (seconds)
+        refused = refused[:1]
+    for write, message in refused:
+        with pytest.raises(Exception, match="cannot create a Lance table at") as caught:
+            write()
+        assert message in str(caught.value) and f"{outer}'" in str(caught.value), caught.value
+    assert sorted(p.name for p in outer.iterdir()) == ["_transactions", "_versions", "data"]
+    assert sorted(p.name for p in (outer / "data").iterdir() if p.is_dir()) == ["inner.lance"]
+    vacuumed = spark.sql(f"VACUUM lance.`{outer}` RETAIN 0 HOURS").first()
+    assert vacuumed.unreferenced_files == []
+    assert lance.dataset(str(outer / "data" / "inner.lance")).to_table().equals(inner)
+    assert lance.dataset(str(outer)).to_table()["id"].to_pylist() == [1, 2, 3]
