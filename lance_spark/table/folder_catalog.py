@@ -28,7 +28,8 @@ from lance_spark.errors import (
 )
 from lance_spark.source import dataset, staging
 from lance_spark.source import writer as _writer
-from lance_spark.source.options import parse_write_options
+from lance_spark.source.options import STORAGE_PREFIX, parse_write_options
+from lance_spark.source.session import refuse_secret_confs
 from lance_spark.source.writer import COMMENT_KEY
 from lance_spark.table.context import TableContext
 from lance_spark.table.schema import (
@@ -74,6 +75,18 @@ def _namespace(args: Mapping[str, Any]) -> list[str]:
     """The request's namespace, every part checked (:func:`check_name`)."""
     parts = [str(p) for p in args.get("namespace") or []]
     return [check_name(p, kind="namespace", identifier=_shown(args)) for p in parts]
+
+
+def check_conf(options: Mapping[str, str], catalog: str) -> None:
+    """The catalog's object-store settings (confs ``spark.sql.catalog.<catalog>.storage.<key>``)
+    hold no secret: the rule of the session's ``spark.lance.storage.*`` confs
+    (:class:`~lance_spark.errors.SecretInConfError` naming the conf, never its value)."""
+    storage = {
+        key[len(STORAGE_PREFIX) :]: value
+        for key, value in options.items()
+        if key.lower().startswith(STORAGE_PREFIX)
+    }
+    refuse_secret_confs(storage, prefix=f"spark.sql.catalog.{catalog}.{STORAGE_PREFIX}")
 
 
 def _folder(root: str, namespace: list[str]) -> str:

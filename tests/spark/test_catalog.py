@@ -183,6 +183,30 @@ def test_folder_catalog_refuses_names_that_leave_its_root(
     assert spark.sql(f"SELECT sum(id) FROM {cat}.inside").first()[0] == 6
 
 
+def test_folder_catalog_refuses_secrets_in_its_confs(spark: SparkSession, tmp_path: Path) -> None:
+    """The catalog's storage confs follow ``spark.lance.storage.*``'s rule: a secret-looking
+    key is refused (SecretInConfError naming the conf, never its value) before any use."""
+    root = tmp_path / "lancedb"
+    lance.write_dataset(pa.table({"id": pa.array([1], pa.int64())}), str(root / "t.lance"))
+    cat = _folder_catalog(
+        spark,
+        root,
+        **{
+            "storage.aws_access_key_id": "AKIAhunter2value",
+            "storage.azure_storage_account_key": "hunter3value",
+            "storage.aws_region": "eu-west-1",
+        },
+    )
+    for statement in (f"SHOW TABLES IN {cat}", f"SELECT * FROM {cat}.t"):
+        with pytest.raises(Exception) as caught:
+            spark.sql(statement).collect()
+        message = str(caught.value)
+        assert "SecretInConfError" in message, message
+        assert f"spark.sql.catalog.{cat}.storage.aws_access_key_id" in message
+        assert f"spark.sql.catalog.{cat}.storage.azure_storage_account_key" in message
+        assert "hunter" not in message, message
+
+
 def test_no_table_inside_another_and_vacuum_spares_one_there(
     spark: SparkSession, tmp_path: Path, table_name: str, request: pytest.FixtureRequest
 ) -> None:
