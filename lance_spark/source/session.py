@@ -143,15 +143,24 @@ def storage_conf(spark: SparkSession) -> dict[str, str]:
         for key, value in pairs.items()
         if key.startswith(STORAGE_CONF_PREFIX)
     }
+    refuse_secret_confs(storage, prefix=STORAGE_CONF_PREFIX)
+    return storage
+
+
+def refuse_secret_confs(storage: Mapping[str, str], *, prefix: str) -> None:
+    """:class:`SecretInConfError` naming the confs (``prefix`` + key, never a value) of
+    ``storage`` (storage options taken from Spark confs ``<prefix><key>``: the session's
+    ``spark.lance.storage.``, a catalog's ``spark.sql.catalog.<name>.storage.``) that look
+    like secrets: one rule for every conf prefix."""
     secrets = secret_storage_keys(storage)
     if secrets:
-        confs = ", ".join(STORAGE_CONF_PREFIX + key for key in secrets)
+        confs = ", ".join(prefix + key for key in secrets)
         example = ", ".join(f"{key!r}: ..." for key in secrets)
         raise SecretInConfError(
             f"{confs} look{'s' if len(secrets) == 1 else ''} like a secret: Spark copies its "
             "conf in clear text into job properties and the event log (History Server), so "
             "lance_spark takes no secrets from it. Remove it from the conf "
-            f"(spark.conf.unset({STORAGE_CONF_PREFIX + secrets[0]!r}) or spark-defaults.conf) "
+            f"(spark.conf.unset({prefix + secrets[0]!r}) or spark-defaults.conf) "
             f"and give it with lance_spark.register(spark, storage_options={{{example}}}), "
             "which keeps it in Python, or through the environment (AWS_ACCESS_KEY_ID, "
             "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AZURE_STORAGE_ACCOUNT_KEY, "
@@ -159,4 +168,3 @@ def storage_conf(spark: SparkSession) -> dict[str, str]:
             "secrets contain secret, password, passwd, token, credential, key or sas; "
             "non-secret keys (aws_region, aws_endpoint, allow_http, ...) may stay in the conf."
         )
-    return storage

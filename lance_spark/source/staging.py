@@ -43,7 +43,7 @@ import lance
 import pyarrow as pa
 from lance.progress import FragmentWriteProgress
 
-from lance_spark.errors import JobClosedError, LanceSparkError
+from lance_spark.errors import InvalidOptionError, JobClosedError, LanceSparkError
 from lance_spark.source import lance_errors
 
 _log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ _WRITTEN_DIRS = ("data", "_deletions")
 _TEMPORARY_PREFIX = ".tmp"  # Lance writes a local file as data/.tmpXXXXXX, then renames it
 # Candidate kinds of Lance's cleanup that vacuum removes when no version references them.
 INDEX_DIR = "_indices"
+VERSIONS_DIR = "_versions"  # a folder holding one is a Lance table
 _SWEPT_KINDS = {"data": "data", "deletion": "_deletions", "index": INDEX_DIR}
 _DATA_SUFFIX = ".lance"
 _DELETION_SUFFIXES = (".arrow", ".bin")
@@ -729,7 +730,24 @@ def _listing(
         for path, info in fs.find(root, detail=True).items():
             relative = f"{folder}/{path[len(root) :].lstrip('/')}"
             listed[relative] = (file_mtime(info), int(info.get("size") or 0))
-    return listed
+    # A Lance table inside this one's folder (pylance made it there, or an older release) is
+    # not this table's: none of its files is listed, so vacuum never deletes them.
+    nested = tuple(f"{n}/" for n in nested_tables(listed))
+    return {p: v for p, v in listed.items() if not p.startswith(nested)}
+
+
+def _nested_in(table_uri: str, *, storage: Mapping[str, str]) -> list[str]:
+    """The Lance tables inside the swept folders of the table (relative paths)."""
+    found: list[str] = []
+    for folder in set(_SWEPT_KINDS.values()):
+        fs, root = table_fs(table_file_uri(table_uri, folder), storage)
+        if fs.exists(root):
+            found += [
+                f"{folder}/{p[len(root) :].strip('/')}/{VERSIONS_DIR}/"
+                for p in fs.find(root, withdirs=True)
+                if p.rstrip("/").endswith(f"/{VERSIONS_DIR}")
+            ]
+    return nested_tables(found)
 
 
 def file_mtime(info: Mapping[str, Any]) -> float:
@@ -742,6 +760,92 @@ def file_mtime(info: Mapping[str, Any]) -> float:
 
 
 # --- file systems ---------------------------------------------------------------------------------
+
+
+def nested_tables(paths: Iterable[str]) -> list[str]:
+    """The folders of ``paths`` (file paths relative to a table's root) that are Lance tables
+    of their own, holding a ``_versions/`` folder (``data/t.lance``), outermost only."""
+    marker = f"/{VERSIONS_DIR}/"
+    found = sorted({p.split(marker, 1)[0] for p in paths if marker in p})
+    return [f for f in found if not any(f.startswith(f"{o}/") for o in found)]
+
+
+def check_cleanup_spares(
+    ds: lance.LanceDataset,
+    table_uri: str,
+    *,
+    older_than: timedelta,
+    storage: Mapping[str, str],
+) -> None:
+    """Refuses (:class:`LanceSparkError` naming both tables) a cleanup of the table at
+    ``table_uri`` that would delete files of a Lance table inside its folder: Lance's cleanup
+    takes any file under ``data/`` or ``_indices/`` that no version references and is older
+    than 7 days for its own. Nothing is deleted then."""
+    nested = _nested_in(table_uri, storage=storage)
+    if not nested:
+        return
+    _log.warning(
+        "vacuum of %s: the Lance tables inside its folder are left alone: %s",
+        table_uri,
+        ", ".join(nested),
+    )
+    explained = ds.explain_cleanup_old_versions(
+        older_than=older_than,
+        error_if_tagged_old_versions=False,
+        include_files=True,
+        max_files=MAX_EXPLAINED_FILES,
+    )
+    _, root = table_fs(table_uri, storage)
+    prefix = f"{root.strip('/')}/"
+    hit = sorted(
+        {
+            n
+            for c in explained.candidate_files
+            for n in nested
+            if str(c.path).lstrip("/").removeprefix(prefix).startswith(f"{n}/")
+        }
+    )
+    if hit:
+        raise LanceSparkError(
+            f"VACUUM of the Lance table at {table_uri!r} refused: its folder holds the Lance "
+            f"table{'s' if len(hit) > 1 else ''} "
+            f"{', '.join(repr(table_file_uri(table_uri, h)) for h in hit)}, older than "
+            "7 days, whose files Lance's cleanup would delete as unreferenced ones. Nothing "
+            "was deleted; move that table out of this table's folder, then VACUUM"
+        )
+
+
+def check_new_location(uri: str, *, storage: Mapping[str, str]) -> None:
+    """Refuses (:class:`InvalidOptionError` naming both paths) ``uri`` as a new Lance table's
+    location when a folder above it is a Lance table (``<t>/data/x.lance``,
+    ``<t>/_indices/x.lance``: that table's VACUUM would delete it) or when a Lance table is
+    inside it (its folder would hold another table's files)."""
+    fs, path = table_fs(uri, storage)
+    path = path.rstrip("/")
+    spelled = uri.rstrip("/")
+    scheme = spelled[: -len(path)] if path and spelled.endswith(path) else ""
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    while parent:
+        if fs.exists(f"{parent}/{VERSIONS_DIR}"):
+            raise InvalidOptionError(
+                f"cannot create a Lance table at {uri!r}: it is inside the folder of the Lance "
+                f"table at {scheme + parent!r}, whose VACUUM would delete its files; choose a "
+                "location outside every Lance table's folder"
+            )
+        parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
+    if not fs.exists(path):
+        return
+    suffix = f"/{VERSIONS_DIR}"
+    inside = sorted(
+        p.rstrip("/")[: -len(suffix)]
+        for p in fs.find(path, withdirs=True)
+        if p.rstrip("/").endswith(suffix)
+    )
+    if inside:
+        raise InvalidOptionError(
+            f"cannot create a Lance table at {uri!r}: its folder holds the Lance table at "
+            f"{scheme + inside[0]!r}; choose a location that holds no Lance table"
+        )
 
 
 def remove_table(table_uri: str, *, storage: Mapping[str, str]) -> None:

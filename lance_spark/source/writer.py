@@ -637,6 +637,8 @@ def _plan(
             "needs mode('overwrite'), and this write appends"
         )
     latest = dataset.latest_or_none(uri, storage=storage)
+    if latest is None:  # a new table: not inside another one's folder, none inside it
+        staging.check_new_location(uri, storage=storage)
     if latest is not None and not (overwrite and options.overwrite_schema):
         _types.check_same_udts(spark_schema, latest.schema)
     if latest is not None and not (overwrite and options.overwrite_schema):

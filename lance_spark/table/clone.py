@@ -58,6 +58,7 @@ def shallow_clone(
     try:
         existing = TableContext(table.spark, target, table.storage).open()
     except (TableNotFoundError, OSError):
+        staging.check_new_location(target, storage=table.storage)
         ds.shallow_clone(target, reference, storage_options=dict(table.storage) or None)
         return
     if not replace:

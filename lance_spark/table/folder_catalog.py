@@ -21,11 +21,17 @@ from typing import Any, cast
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
-from lance_spark.errors import InvalidOptionError, SchemaMismatchError, TableAlreadyExistsError
+from lance_spark.errors import (
+    InvalidArgumentError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+)
 from lance_spark.source import dataset, staging
 from lance_spark.source import types as _types
 from lance_spark.source import writer as _writer
-from lance_spark.source.options import parse_write_options
+from lance_spark.source.options import STORAGE_PREFIX, parse_write_options
+from lance_spark.source.session import refuse_secret_confs
 from lance_spark.source.writer import COMMENT_KEY
 from lance_spark.table.context import TableContext
 from lance_spark.table.schema import (
@@ -41,10 +47,64 @@ from lance_spark.table.schema import (
 )
 
 SUFFIX = ".lance"
+# What a name in a catalog cannot hold: a path separator, or a scheme's colon (s3:, file:).
+_SEPARATORS = ("/", "\\", ":")
+
+
+def check_name(part: object, *, kind: str, identifier: str) -> str:
+    """``part``, a namespace's or a table's name (``kind``) of ``identifier``, when it names
+    one folder under a catalog's root; else :class:`InvalidArgumentError` naming it. The rule
+    of every catalog that maps names to folders: checked before storage is touched, so a name
+    never reaches a folder outside the root (``..``, ``a/../..``, ``/abs``, ``s3://...``)."""
+    text = str(part)
+    if text.strip() in ("", ".", "..") or any(s in text for s in _SEPARATORS) or "\x00" in text:
+        raise InvalidArgumentError(
+            f"the {kind} name {text!r} of {identifier} cannot name a Lance table's folder under "
+            "the catalog's root: a namespace or table name is one folder's name, not empty, "
+            "'.' or '..', and holds no '/', '\\' or ':' (a path or URI is read as "
+            "lance.`<path>`)"
+        )
+    return text
+
+
+def _shown(args: Mapping[str, Any]) -> str:
+    """The request's identifier as SQL spells it (catalog, namespace, name)."""
+    name = [str(args["name"])] if "name" in args else []
+    parts = [f"`{p}`" for p in [*(args.get("namespace") or []), *name]]
+    return ".".join([str(args.get("catalog") or "<catalog>"), *parts])
+
+
+def _namespace(args: Mapping[str, Any]) -> list[str]:
+    """The request's namespace, every part checked (:func:`check_name`)."""
+    parts = [str(p) for p in args.get("namespace") or []]
+    return [check_name(p, kind="namespace", identifier=_shown(args)) for p in parts]
+
+
+def check_conf(options: Mapping[str, str], catalog: str) -> None:
+    """The catalog's object-store settings (confs ``spark.sql.catalog.<catalog>.storage.<key>``)
+    hold no secret: the rule of the session's ``spark.lance.storage.*`` confs
+    (:class:`~lance_spark.errors.SecretInConfError` naming the conf, never its value)."""
+    storage = {
+        key[len(STORAGE_PREFIX) :]: value
+        for key, value in options.items()
+        if key.lower().startswith(STORAGE_PREFIX)
+    }
+    refuse_secret_confs(storage, prefix=f"spark.sql.catalog.{catalog}.{STORAGE_PREFIX}")
 
 
 def _folder(root: str, namespace: list[str]) -> str:
     return "/".join([root.rstrip("/"), *namespace])
+
+
+def table_location(root: str, args: Mapping[str, Any]) -> str:
+    """The table's location: ``<root>/<namespace...>/<name>.lance`` for the folder catalog's
+    requests (``namespace`` and ``name``, checked by :func:`check_name`), else the
+    ``location`` the session catalog's entry gives."""
+    if "name" not in args:
+        return str(args["location"])
+    namespace = _namespace(args)
+    name = check_name(args["name"], kind="table", identifier=_shown(args))
+    return f"{_folder(root, namespace)}/{name}{SUFFIX}"
 
 
 def _entries(root: str, namespace: list[str], storage: Mapping[str, str]) -> list[str]:
@@ -60,7 +120,7 @@ def _entries(root: str, namespace: list[str], storage: Mapping[str, str]) -> lis
 
 
 def list_tables(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
-    namespace = list(args.get("namespace") or [])
+    namespace = _namespace(args)
     names = [
         n[: -len(SUFFIX)]
         for n in _entries(root, namespace, storage)
@@ -73,7 +133,7 @@ def list_tables(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) 
 def list_namespaces(
     root: str, storage: Mapping[str, str], args: Mapping[str, Any]
 ) -> dict[str, Any]:
-    namespace = list(args.get("namespace") or [])
+    namespace = _namespace(args)
     names = [
         n
         for n in _entries(root, namespace, storage)
@@ -85,21 +145,22 @@ def list_namespaces(
 def namespace_exists(
     root: str, storage: Mapping[str, str], args: Mapping[str, Any]
 ) -> dict[str, Any]:
-    fs, path = staging.table_fs(_folder(root, list(args.get("namespace") or [])), storage)
+    fs, path = staging.table_fs(_folder(root, _namespace(args)), storage)
     return {"exists": bool(fs.exists(path)) and not path.endswith(SUFFIX)}
 
 
 def create_namespace(
     root: str, storage: Mapping[str, str], args: Mapping[str, Any]
 ) -> dict[str, Any]:
-    fs, path = staging.table_fs(_folder(root, list(args.get("namespace") or [])), storage)
+    fs, path = staging.table_fs(_folder(root, _namespace(args)), storage)
     if staging.is_local(fs):
         fs.makedirs(path, exist_ok=True)  # object stores have no folders: nothing to make
     return {}
 
 
 def table_exists(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"exists": dataset.table_exists(str(args["location"]), storage=storage)}
+    location = table_location(root, args)
+    return {"exists": dataset.table_exists(location, storage=storage), "location": location}
 
 
 def _schema_arg(args: Mapping[str, Any], location: str) -> StructType:
@@ -140,6 +201,8 @@ def check_create(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
             f"<name> USING lance LOCATION '{location}' (no columns, no AS SELECT), or choose "
             "another location"
         )
+    if location:
+        staging.check_new_location(str(location), storage=storage)
     return {}
 
 
@@ -148,7 +211,7 @@ def create_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any])
     with the table properties ``properties`` in its config. ``replace``: the table there is
     replaced (a new version, empty, with these columns); ``register``: a table already there
     with these columns is kept as it is (``CREATE TABLE t (cols) USING lance LOCATION``)."""
-    location = str(args["location"])
+    location = table_location(root, args)
     schema = _schema_arg(args, location)
     properties = dict(args.get("properties") or {})
     check_property_keys(properties)  # before anything is made
@@ -192,7 +255,7 @@ def set_table_properties(
 ) -> dict[str, Any]:
     """The table properties ``properties`` into the config of the Lance table at
     ``location`` (one version; none when there are none)."""
-    location = str(args["location"])
+    location = table_location(root, args)
     set_properties(_context(location, storage, args), dict(args.get("properties") or {}))
     return {}
 
@@ -200,7 +263,7 @@ def set_table_properties(
 def alter_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
     """``ALTER TABLE`` on the Lance table at ``location``: Spark's table changes
     (``TableChange``, as the companion sends them: ``{"kind": ..., ...}``), in order."""
-    table = _context(str(args["location"]), storage, args)
+    table = _context(table_location(root, args), storage, args)
     changes = list(args.get("changes") or [])
     kinds = {str(c.get("kind")) for c in changes}
     if {"delete_column", "add_column"} <= kinds:
@@ -284,7 +347,7 @@ def _alter(table: TableContext, change: Mapping[str, Any]) -> None:
 
 
 def drop_table(root: str, storage: Mapping[str, str], args: Mapping[str, Any]) -> dict[str, Any]:
-    location = str(args["location"])
+    location = table_location(root, args)
     if not dataset.table_exists(location, storage=storage):
         return {"dropped": False}
     staging.remove_table(location, storage=storage)

@@ -277,6 +277,8 @@ def vacuum_row(table: TableContext, retention_hours: float, *, dry_run: bool) ->
     orphans = staging.find_orphans(
         ds, table.uri, older_than=older_than, storage=table.storage, lines=lines
     )
+    # Before anything is deleted (a dry run reports what a run would do).
+    staging.check_cleanup_spares(ds, table.uri, older_than=older_than, storage=table.storage)
     metrics: dict[str, Any] = dict.fromkeys(_CLEANUP_METRICS, 0)
     if dry_run:
         explained = ds.explain_cleanup_old_versions(

@@ -496,6 +496,9 @@ def run(
         operation = folder_catalog.OPERATIONS.get(name[len(CATALOG_PREFIX) :])
         if operation is None:
             raise InvalidOptionError(f"unknown folder catalog operation {name!r}")
+        catalog = (call.get("args") or {}).get("catalog")
+        if catalog:  # the folder catalog's confs, before anything reads them
+            folder_catalog.check_conf(dict(source.options), str(catalog))
         opts = parse_read_options(dict(source.options), session_storage=source.defaults.storage)
         root = normalise_uri(opts.uri or "")
         reply = operation(

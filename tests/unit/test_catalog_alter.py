@@ -4,6 +4,7 @@ changes nothing; no JVM."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import lance
@@ -11,7 +12,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import DoubleType, StringType
 
-from lance_spark.errors import InvalidOptionError, SchemaMismatchError
+from lance_spark.errors import InvalidArgumentError, InvalidOptionError, SchemaMismatchError
 from lance_spark.table import folder_catalog
 
 
@@ -92,3 +93,31 @@ def test_refused_changes_commit_nothing(
         _alter(uri, *changes)
     ds = lance.dataset(uri)
     assert ds.version == 1 and ds.schema.names == ["id", "name"]
+
+
+def test_catalog_names_are_one_folder_under_the_root(tmp_path: Path) -> None:
+    """``folder_catalog.check_name``, every catalog request's rule: a namespace or table name
+    that is empty, '.', '..' or holds a path separator or a scheme is refused naming it; the
+    request touches no storage (the victim next to the root stays)."""
+    root = str(tmp_path / "db")
+    victim = tmp_path / "victim.lance"
+    lance.write_dataset(pa.table({"id": [1]}), str(victim))
+    assert folder_catalog.table_location(root, {"namespace": ["a", "b"], "name": "t"}) == (
+        f"{root}/a/b/t.lance"
+    )
+    bad = ["", " ", ".", "..", "../victim", "a/../../x", "/abs", "a\\b", "s3://b/k", "file:x"]
+    for name in bad:
+        for args in ({"namespace": [name], "name": "t"}, {"namespace": ["ns"], "name": name}):
+            kind = "namespace" if args["namespace"] == [name] else "table"
+            with pytest.raises(
+                InvalidArgumentError, match=f"the {kind} name {re.escape(repr(name))}"
+            ):
+                folder_catalog.drop_table(root, {}, {**args, "catalog": "db"})
+        with pytest.raises(InvalidArgumentError, match="namespace name"):
+            folder_catalog.create_namespace(root, {}, {"namespace": [name]})
+    with pytest.raises(InvalidArgumentError, match=r"db\.`\.\.`\.`victim`"):
+        folder_catalog.drop_table(
+            root, {}, {"namespace": [".."], "name": "victim", "catalog": "db"}
+        )
+    assert lance.dataset(str(victim)).count_rows() == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.lance"]

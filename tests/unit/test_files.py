@@ -261,3 +261,39 @@ def test_named_files_are_found_by_listing_their_folders_on_an_object_store(
         assert calls == [f"{base}/data"]  # the folder, before listing it
     finally:
         fs.rm(base.rsplit("/", 1)[0], recursive=True)
+
+
+def test_new_tables_stay_out_of_other_tables_and_vacuum_spares_nested_ones(tmp_path: Path) -> None:
+    """``check_new_location`` refuses a location inside a Lance table's folder or holding
+    one, naming both; a table made there anyway (pylance) keeps its files through the outer
+    table's vacuum: skipped when young, and when older than Lance's 7 days (Lance's own
+    cleanup would take its files) the vacuum is refused and deletes nothing."""
+    from lance_spark.errors import InvalidOptionError, LanceSparkError
+    from lance_spark.table.context import TableContext
+    from lance_spark.table.maintenance import vacuum_row
+
+    outer = tmp_path / "outer.lance"
+    lance.write_dataset(TABLE, str(outer))
+    for place in ("data/x.lance", "_indices/x.lance", "_versions/x.lance", "a/b.lance"):
+        with pytest.raises(
+            InvalidOptionError, match=f"inside the folder of the Lance table at '{outer}'"
+        ):
+            _files.check_new_location(f"{outer}/{place}", storage={})
+    with pytest.raises(InvalidOptionError, match=f"folder holds the Lance table at '{outer}'"):
+        _files.check_new_location(str(tmp_path), storage={})
+    _files.check_new_location(str(tmp_path / "next.lance"), storage={})  # a sibling is fine
+    nested = {
+        n: pa.table({"id": [i]}) for i, n in enumerate(("data/in.lance", "_indices/in.lance"))
+    }
+    for name, rows in nested.items():
+        lance.write_dataset(rows, str(outer / name))
+    lance.write_dataset(TABLE, str(outer), mode="append")
+    table = TableContext(spark=None, uri=str(outer), storage={})  # type: ignore[arg-type]
+    assert vacuum_row(table, 0, dry_run=False)[-1] == []  # young: skipped
+    every = [p for p in outer.rglob("*") if p.is_file()]
+    _age(outer, [str(p.relative_to(outer)) for p in every], -9 * 86400)
+    with pytest.raises(LanceSparkError, match=f"'{outer}/data/in.lance'"):
+        vacuum_row(table, 0, dry_run=False)
+    assert [p for p in outer.rglob("*") if p.is_file()] == every  # nothing deleted
+    for name, rows in nested.items():
+        assert lance.dataset(str(outer / name)).to_table().equals(rows)

@@ -32,7 +32,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * namespace {@code a.b} is the Lance table at {@code <root>/a/b/t.lance}, LanceDB's layout: a
  * LanceDB database opens as a Spark catalog, and a table created here opens in
  * {@code lancedb.connect(root)}. The folder is the catalog: no second copy of any metadata.
- * {@code <name>.`/path`} is the Lance table at that path.
+ * Names are checked in Python ({@code folder_catalog.check_name}): a name that is empty,
+ * {@code .} or {@code ..}, or holds a path separator or a scheme, is refused, so no statement
+ * reaches a folder outside the root; this class sends identifiers, never paths.
  *
  * <p>Spark interfaces: {@code TableCatalog}, {@code SupportsNamespaces} (public DSv2). Its tables
  * are {@link LanceSessionCatalog}'s (reads, writes, versions); listing, creating and dropping
@@ -79,35 +81,28 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
   private JsonNode python(String operation, ObjectNode args) {
     Map<String, String> options = new HashMap<>(storage);
     options.put(LanceWriteTable.PATH, root);
+    // The catalog's name: Python names its confs when it refuses one (a secret).
+    args.put("catalog", name);
     return LanceProcedures.run(options, "catalog." + operation, args);
   }
 
-  private static boolean isPath(Identifier ident) {
-    String n = ident.name();
-    return ident.namespace().length == 0
-        && (n.startsWith("/") || n.contains("://") || n.startsWith("file:"));
+  /** The request naming table {@code ident}: Python checks its names and makes its path. */
+  private static ObjectNode identArgs(Identifier ident) {
+    ObjectNode args = LancePlanner.JSON.createObjectNode().put("name", ident.name());
+    args.set("namespace", parts(ident.namespace()));
+    return args;
   }
 
-  private String location(Identifier ident) {
-    if (isPath(ident)) {
-      return ident.name();
-    }
-    StringBuilder out = new StringBuilder(root);
-    for (String part : ident.namespace()) {
-      out.append('/').append(part);
-    }
-    return out.append('/').append(ident.name()).append(".lance").toString();
-  }
-
-  private boolean exists(String location) {
-    ObjectNode args = LancePlanner.JSON.createObjectNode().put("location", location);
-    return python("table_exists", args).get("exists").asBoolean();
+  /** The table's location when a Lance table is there, else null. */
+  private String existing(Identifier ident) {
+    JsonNode reply = python("table_exists", identArgs(ident));
+    return reply.get("exists").asBoolean() ? reply.get("location").asText() : null;
   }
 
   private Table load(Identifier ident, String versionKey, String versionValue)
       throws NoSuchTableException {
-    String location = location(ident);
-    if (!exists(location)) {
+    String location = existing(ident);
+    if (location == null) {
       throw new NoSuchTableException(ident);
     }
     Map<String, String> properties = new HashMap<>(LanceSessionCatalog.pathProperties(location));
@@ -165,11 +160,10 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
           "Lance tables are not partitioned (" + ident + "): a scalar index makes filters on a "
               + "column fast");
     }
-    String location = location(ident);
-    if (exists(location)) {
+    if (existing(ident) != null) {
       throw new TableAlreadyExistsException(ident);
     }
-    ObjectNode args = LancePlanner.JSON.createObjectNode().put("location", location);
+    ObjectNode args = identArgs(ident);
     // Spark's schema of the columns: with their comments and default values (field metadata
     // CURRENT_DEFAULT / EXISTS_DEFAULT), which Python keeps with the Lance table.
     args.put("schema", info.schema().json());
@@ -177,8 +171,8 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
     try {
       return loadTable(ident);
     } catch (NoSuchTableException e) {
-      throw new IllegalStateException("the Lance table " + ident + " was created at "
-          + location + " and cannot be found there", e);
+      throw new IllegalStateException("the Lance table " + ident + " was created and cannot "
+          + "be found", e);
     }
   }
 
@@ -188,11 +182,10 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
    */
   @Override
   public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
-    String location = location(ident);
-    if (!exists(location)) {
+    if (existing(ident) == null) {
       throw new NoSuchTableException(ident);
     }
-    ObjectNode args = LancePlanner.JSON.createObjectNode().put("location", location);
+    ObjectNode args = identArgs(ident);
     args.set("changes", LanceSessionCatalog.changesJson(changes));
     python("alter_table", args);
     return loadTable(ident);
@@ -200,8 +193,7 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
 
   @Override
   public boolean dropTable(Identifier ident) {
-    ObjectNode args = LancePlanner.JSON.createObjectNode().put("location", location(ident));
-    return python("drop_table", args).get("dropped").asBoolean();
+    return python("drop_table", identArgs(ident)).get("dropped").asBoolean();
   }
 
   @Override
