@@ -110,7 +110,7 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
 
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
-    return load(ident, null, null);
+    return LanceSessionCatalog.withEvolution(load(ident, null, null));
   }
 
   @Override
@@ -188,6 +188,12 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
     String location = location(ident);
     if (!exists(location)) {
       throw new NoSuchTableException(ident);
+    }
+    if (load(ident, null, null) instanceof LanceCatalogTable table) {
+      Table deferred = LanceSessionCatalog.deferEvolution(table, changes);
+      if (deferred != null) {
+        return deferred;  // MERGE WITH SCHEMA EVOLUTION: committed with the MERGE
+      }
     }
     ObjectNode args = LancePlanner.JSON.createObjectNode().put("location", location);
     args.set("changes", LanceSessionCatalog.changesJson(changes));
