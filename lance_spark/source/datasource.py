@@ -176,6 +176,7 @@ class LanceDataSource(DataSource):
                 statement_id=opts.statement_id,
                 parameters=opts.statement_parameters,
                 read_filter=opts.row_level_read_filter,
+                added=[schema[name] for name in opts.row_level_added_columns],
             )
         return _writer.plan_write(
             uri=uri,

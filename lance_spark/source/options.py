@@ -348,6 +348,15 @@ ROW_LEVEL_READ_FILTER = _option(
     "with the statement",
     default="none",
 )
+# The columns a MERGE WITH SCHEMA EVOLUTION adds, last in its change rows: committed with the
+# MERGE's own version. Set by the companion only.
+ROW_LEVEL_ADDED_COLUMNS = _option(
+    "rowLevelAddedColumns",
+    WRITE,
+    "set by the JVM companion only: the new columns (comma-separated) a `MERGE WITH SCHEMA "
+    "EVOLUTION` adds to the table, in the same version as its changes",
+    default="none",
+)
 # The id the table API gives a MERGE / UPDATE / DELETE it runs as Spark SQL: recorded in the
 # history entry, where the table API finds the version (and the metrics) of its statement;
 # and the statement's history parameters (JSON: its predicate, the columns it sets).
@@ -614,6 +623,7 @@ class WriteOptions:
     row_level_operation: str | None = None
     row_level_version: int | None = None
     row_level_read_filter: str | None = None  # the Lance filter its scan read with
+    row_level_added_columns: tuple[str, ...] = ()  # a MERGE WITH SCHEMA EVOLUTION's new columns
     statement_id: str | None = None  # the table API's id of a row-level statement
     statement_parameters: Mapping[str, str] = field(default_factory=dict)
     table_operation: str | None = None  # the catalog statement that writes it (None: WRITE)
@@ -802,6 +812,9 @@ def parse_write_options(
         row_level_operation=row_level[0],
         row_level_version=row_level[1],
         row_level_read_filter=_non_empty(opts, ROW_LEVEL_READ_FILTER),
+        row_level_added_columns=tuple(
+            c for c in (_non_empty(opts, ROW_LEVEL_ADDED_COLUMNS) or "").split(",") if c
+        ),
         statement_id=_non_empty(opts, STATEMENT_ID),
         statement_parameters=_statement_parameters(opts),
         table_operation=_table_operation(opts),

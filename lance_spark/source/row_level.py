@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from lance.fragment import FragmentMetadata, RowIdSequence, write_fragments
 from lance.schema import LanceSchema
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructField, StructType
 
 from lance_spark.errors import ConcurrentModificationError, CorruptTableError, LanceSparkError
 from lance_spark.source import commit as _commit
@@ -66,6 +67,7 @@ class Target:
     version: int
     schema: pa.Schema  # the table's at ``version``
     stable_row_ids: bool
+    file_version: str | None = None  # Lance's file format of the table (None: not known)
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ def commit(
         # Lance's Merge must list every fragment of the version it reads, so it cannot drop
         # the fragments this change empties. Add the columns first (metadata only, a version
         # of its own), then commit an Update, which may drop fragments, on that version.
-        read_version = _add_null_columns(target, change.write_schema, storage)
+        read_version = _add_null_columns(target, change, storage, app_id)
     latest = _check_concurrent(change, target, outcome, read_version, storage)
     return _commit.commit(
         target.uri,
@@ -232,11 +234,28 @@ def row_level_op(
     )
 
 
-def _add_null_columns(target: Target, schema: pa.Schema, storage: Mapping[str, str]) -> int:
-    """Add ``schema``'s columns the table lacks as all-null columns; returns the version."""
-    ds = dataset.open_version(target.uri, target.version, storage=storage)
-    ds.add_columns(pa.schema([f for f in schema if f.name not in target.schema.names]))
-    return int(ds.version)
+def _add_null_columns(
+    target: Target, change: Statement, storage: Mapping[str, str], app_id: str | None
+) -> int:
+    """Add the columns of ``change``'s write schema the table lacks as all-null columns, as
+    a version of its own marked as the statement's (its history entry: ADD COLUMNS, with the
+    statement named in the parameters), once every task succeeded; returns the version."""
+    assert change.write_schema is not None
+    added = [f.name for f in change.write_schema if f.name not in target.schema.names]
+    return _commit.commit(
+        target.uri,
+        _commit.add_columns_op(
+            target.uri, target.version, change.write_schema, [], storage=storage
+        ),
+        read_version=target.version,
+        info=_commit.CommitInfo(
+            operation="ADD COLUMNS",
+            parameters={"columns": ", ".join(added), "statement": change.operation},
+            metrics={"numAddedColumns": len(added)},
+            app_id=app_id,
+        ),
+        storage=storage,
+    )
 
 
 def _merge_op(
@@ -272,6 +291,7 @@ def change_task(
     job_id: str,
     storage: dict[str, str],
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    new_columns_format: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[TaskResult]]:
     """Each task streams its change rows (rewritten rows first, then inserted ones; the rows
     of one target fragment together, by offset). The rows to write go
@@ -316,7 +336,10 @@ def change_task(
                         pa.RecordBatchReader.from_batches(write_schema, fed),
                         uri,
                         schema=write_schema,
-                        mode="append",
+                        # Columns the table lacks yet (MERGE WITH SCHEMA EVOLUTION): fragments
+                        # of the widened schema, in the table's file format, committed with it.
+                        mode="append" if new_columns_format is None else "overwrite",
+                        data_storage_version=new_columns_format,
                         max_rows_per_file=max_rows_per_file,
                         storage_options=storage or None,
                         progress=files.progress(),
@@ -539,6 +562,7 @@ class RowLevelWriter(DataSourceArrowWriter):
             self.job_id,
             dict(self.storage),
             self.max_rows_per_file,
+            self.target.file_version if self.statement.evolves(self.target) else None,
         )
         return combine(task(change_rows(batch) for batch in iterator))
 
@@ -621,6 +645,7 @@ def plan_writer(
     statement_id: str | None = None,
     parameters: Mapping[str, str] | None = None,
     read_filter: str | None = None,
+    added: Sequence[StructField] = (),
 ) -> RowLevelWriter:
     """The writer of ``operation``'s change rows on the table at ``uri`` as its scan pinned it
     (``version``); ``spark_columns``: the names of the columns after :data:`DELTA_COLUMNS`
@@ -629,20 +654,26 @@ def plan_writer(
     in."""
     ds = dataset.open_version(uri, version, storage=storage)
     columns = list(spark_columns[len(DELTA_COLUMNS) :])
-    same = [c.lower() for c in columns] == [n.lower() for n in ds.schema.names]
+    # A MERGE WITH SCHEMA EVOLUTION's new columns come last; committed with its version.
+    write_schema = _types.with_new_columns(ds.schema, StructType(list(added)))
+    if added:
+        _commit.check_can_add_columns(ds, [f.name for f in added], uri=uri)
+    same = [c.lower() for c in columns] == [n.lower() for n in write_schema.names]
     if list(spark_columns[: len(DELTA_COLUMNS)]) != list(DELTA_COLUMNS) or not (
         same or operation == "DELETE"  # a DELETE's rows carry no values
     ):
         raise LanceSparkError(
             f"the change rows of {operation} on {uri!r} have the columns "
             f"{', '.join(spark_columns)}; expected {', '.join(DELTA_COLUMNS)} and the columns "
-            f"of version {version}: {', '.join(ds.schema.names)}"
+            f"of version {version}: {', '.join(write_schema.names)}"
         )
     writer = RowLevelWriter(
-        target=Target(uri, version, ds.schema, bool(ds.has_stable_row_ids)),
+        target=Target(
+            uri, version, ds.schema, bool(ds.has_stable_row_ids), str(ds.data_storage_version)
+        ),
         statement=Statement(
             operation=operation,
-            write_schema=None if operation == "DELETE" else ds.schema,
+            write_schema=None if operation == "DELETE" else write_schema,
             parameters=dict(parameters or {}),
             # A MERGE reads matched rows no clause may change: a concurrent deletion of one
             # changes its outcome (untouched_rows).

@@ -19,8 +19,10 @@ the listing (so it lies after that attempt's ``R``) or its state file was writte
 attempt was removed, so a state file with ``C >= V`` is in the second listing.
 (:func:`lance_spark.source.transactions.newest_commit` relies on that.)
 
-Tables written before these files existed have none: their earlier idempotent commits are
-not found (the project is pre-1.0).
+They are a cache: the commits' transaction properties are the record. An application
+with no state file here (the folder was copied or restored without them, ``_lance_spark``
+was removed, or it never wrote) has the table's history read instead
+(:mod:`lance_spark.source.transactions`).
 """
 
 from __future__ import annotations

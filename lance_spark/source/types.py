@@ -150,6 +150,7 @@ __all__ = [
     "is_blob_field",
     "reconcile_write_schema",
     "spark_schema_from_arrow",
+    "with_new_columns",
 ]
 
 #: The time zone of TimestampType columns in read batches (Spark's worker demands UTC).
@@ -1177,6 +1178,18 @@ class _Retyped:
     def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
         _, array = self._array.__arrow_c_array__()
         return self._type.__arrow_c_schema__(), array
+
+
+def with_new_columns(schema: pa.Schema, columns: StructType) -> pa.Schema:
+    """``schema`` with the Spark ``columns`` (new, all-null in the existing rows) after its
+    own, stored as a new table's would be (:func:`arrow_schema_for_new_table`)."""
+    if not columns.fields:
+        return schema
+    arrow = to_arrow_schema(columns, timezone="UTC")
+    fields = arrow_schema_for_new_table(
+        pa.schema([f.remove_metadata() for f in arrow]), vector_sizes={}
+    )
+    return pa.schema([*schema, *nullable_schema(fields)])
 
 
 def nullable_schema(schema: pa.Schema) -> pa.Schema:

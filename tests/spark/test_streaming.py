@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -166,6 +167,8 @@ def test_replayed_batch_is_not_written_twice(
     # lost, so the restarted query runs batch 1 again.
     (checkpoint / "commits" / "1").unlink()
     (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)  # Hadoop's checksum of it
+    # The marker files are a cache: without them the commit history still has the batch.
+    shutil.rmtree(Path(table_uri) / "_lance_spark")
     replay = stopping(_sink(_stream(spark, feed), table_uri, checkpoint))
     replay.processAllAvailable()
     replay.stop()
@@ -385,6 +388,46 @@ def test_txn_app_id_and_version_skip_a_write_already_committed(spark: Any, table
     assert _versions(table_uri) == [1, 2]
     assert _props(table_uri, 2)["lance.streaming.epochId"] == "2"
     assert _unreferenced(table_uri) == set()
+
+
+def test_txn_is_found_in_the_commit_history_without_the_marker_files(
+    spark: Any, table_uri: str, tmp_path: Path
+) -> None:
+    """The commit itself records (txnAppId, txnVersion); the marker files under
+    _lance_spark are a cache: removed, in a copy of the folder or in a shallow clone, the
+    repeat is still found and skipped."""
+
+    def write(uri: str) -> None:
+        (
+            spark.range(100, 101)
+            .write.format("lance")
+            .mode("append")
+            .option("txnAppId", "app-l")
+            .option("txnVersion", 3)
+            .save(uri)
+        )
+
+    spark.range(0, 10).write.format("lance").save(table_uri)
+    spark.range(10, 12).write.format("lance").mode("append").save(table_uri)  # another writer
+    write(table_uri)
+    ds = lance.dataset(table_uri)
+    assert ds.count_rows() == 13 and ds.version == 3
+    props = _props(table_uri, 3)
+    assert props["lance.streaming.queryId"] == "app-l"
+    assert props["lance.streaming.epochId"] == "3"
+    spark.range(20, 21).write.format("lance").mode("append").save(table_uri)  # v4, not app-l
+    shutil.rmtree(Path(table_uri) / "_lance_spark")
+    copy = str(tmp_path / "copy.lance")
+    shutil.copytree(table_uri, copy)
+    clone = str(tmp_path / "clone.lance")
+    lance.dataset(table_uri).shallow_clone(clone, 4)
+    for uri in (table_uri, copy, clone):
+        write(uri)  # the same write again: skipped
+        assert lance.dataset(uri).count_rows() == 14, uri
+    assert _versions(table_uri) == [1, 2, 3, 4]
+    assert _versions(copy) == [1, 2, 3, 4]
+    # The walk's answer is cached again: a state file names the commit.
+    assert list((Path(table_uri) / "_lance_spark" / "txn").rglob("state-*.json"))
 
 
 def test_txn_app_id_without_version_is_refused(spark: Any, table_uri: str) -> None:

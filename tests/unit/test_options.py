@@ -216,6 +216,7 @@ def test_any_casing_of_a_known_key_is_accepted_on_its_side(key: str, data: st.Da
         "rowleveloperation": "merge",
         "rowlevelversion": "4",
         "rowlevelreadfilter": "`id` IN (1,2)",
+        "rowleveladdedcolumns": "tag",
         "tableoperation": "create table as select",
         "statementid": "abc",
         "statementparameters": '{"predicate": "id > 1"}',

@@ -157,13 +157,13 @@ def _markers(uri: str, app: str, prefix: str) -> list[Path]:
 def versions_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The versions whose transactions the checks read (the walk)."""
     read: list[int] = []
-    original = transactions._txn_of
+    original = transactions._transaction
 
-    def counting(ds: Any, version: int, **kwargs: Any) -> Any:
+    def counting(ds: Any, version: int) -> Any:
         read.append(version)
-        return original(ds, version, **kwargs)
+        return original(ds, version)
 
-    monkeypatch.setattr(transactions, "_txn_of", counting)
+    monkeypatch.setattr(transactions, "_transaction", counting)
     return read
 
 
@@ -184,9 +184,13 @@ def test_check_answers_from_the_markers_without_reading_history(
     assert _check(uri, "a", 0).repeat == transactions.Committed(1, 4)  # Delta's rule
     assert _check(uri, "a", 2).repeat is None
     assert _check(uri, "b", 5).repeat == transactions.Committed(5, 3)
-    found = _check(uri, "c", 0)  # never wrote: no marker at all
-    assert found.repeat is None and found.table is not None and found.table.version == 254
     assert versions_read == []  # no attempt file anywhere: the state files are exact
+    found = _check(uri, "c", 0)  # never wrote: no marker, so the history is read, once
+    assert found.repeat is None and found.table is not None and found.table.version == 254
+    assert versions_read == list(range(254, 0, -1))
+    versions_read.clear()
+    assert _check(uri, "c", 0).repeat is None
+    assert versions_read == []
     assert _txn_write(uri, "a", 1) is None  # a replay commits nothing
     assert _txn_write(uri, "a", 2) == 255
     assert lance.dataset(uri).count_rows() == 2 + 250 + 4
@@ -202,6 +206,8 @@ def test_new_and_idle_writers_are_judged_exactly_on_a_vacuumed_table(
     lance.write_dataset(_table(range(2)), uri)  # v1
     _foreign_appends(uri, 5)  # v2..v6
     assert _txn_write(uri, "idle", 3) == 7
+    assert versions_read == [6, 5, 4, 3, 2, 1]  # its first check: no marker yet
+    versions_read.clear()
     _foreign_appends(uri, 5)  # v8..v12
     lance.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
     with pytest.raises(OSError, match="not found"):
@@ -210,11 +216,14 @@ def test_new_and_idle_writers_are_judged_exactly_on_a_vacuumed_table(
     assert _check(uri, "idle", 3).repeat == transactions.Committed(3, 7)
     assert _txn_write(uri, "idle", 3) is None
     assert _txn_write(uri, "idle", 4) == 13
-    # A writer that never committed (a new streaming query) writes at once.
+    assert versions_read == []
+    # A writer that never committed (a new streaming query) reads the versions cleanup left
+    # (v13, v12; v11 is gone: the walk ends there), once.
     assert _check(uri, "new", 0).repeat is None
+    assert versions_read == [13, 12, 11]
     assert _txn_write(uri, "new", 0) == 14
     assert _txn_write(uri, "new", 0) is None
-    assert versions_read == []
+    assert versions_read == [13, 12, 11]
     ds = lance.dataset(uri)
     assert ds.count_rows() == 2 + 10 + 3
     props = ds.read_transaction(14).transaction_properties or {}
@@ -222,9 +231,13 @@ def test_new_and_idle_writers_are_judged_exactly_on_a_vacuumed_table(
 
 
 def _kill_after_commit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The next writer dies right after its Lance commit, before recording it."""
+    """The next writer dies right after its Lance commit, before recording it (a check's
+    record of no commit goes through)."""
+    original = txn_markers.record_state
 
     def die(*args: Any, **kwargs: Any) -> None:
+        if kwargs.get("txn_version") is None:
+            return original(*args, **kwargs)
         raise KeyboardInterrupt("killed after the Lance commit")
 
     monkeypatch.setattr(txn_markers, "record_state", die)

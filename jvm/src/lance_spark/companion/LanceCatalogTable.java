@@ -21,6 +21,7 @@ import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
 import org.apache.spark.sql.connector.write.RowLevelOperationInfo;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
@@ -65,6 +66,9 @@ final class LanceCatalogTable extends PythonTableView
   // Whether scans are the companion's (LanceScanRule's copy for a batch read): a streaming
   // read never meets the optimizer's rule and keeps Spark's scan, which streams.
   private final boolean companionScan;
+  // MERGE WITH SCHEMA EVOLUTION: the columns the statement adds, after the Lance table's (its
+  // scans read them as nulls; its write commits them with the MERGE's version). Empty: none.
+  private final StructType added;
 
   LanceCatalogTable(
       PythonTable python,
@@ -73,7 +77,7 @@ final class LanceCatalogTable extends PythonTableView
       CaseInsensitiveStringMap fixed,
       boolean pinned,
       Map<String, String> properties) {
-    this(python, dataSource, name, fixed, pinned, properties, false);
+    this(python, dataSource, name, fixed, pinned, properties, false, new StructType());
   }
 
   private LanceCatalogTable(
@@ -83,7 +87,8 @@ final class LanceCatalogTable extends PythonTableView
       CaseInsensitiveStringMap fixed,
       boolean pinned,
       Map<String, String> properties,
-      boolean companionScan) {
+      boolean companionScan,
+      StructType added) {
     super(python);
     this.dataSource = dataSource;
     this.name = name;
@@ -91,11 +96,41 @@ final class LanceCatalogTable extends PythonTableView
     this.pinned = pinned;
     this.properties = properties;
     this.companionScan = companionScan;
+    this.added = added;
+  }
+
+  /** This table with the columns ``columns`` of a MERGE WITH SCHEMA EVOLUTION added (see
+   * {@link LanceSessionCatalog#deferEvolution}). */
+  LanceCatalogTable withAddedColumns(StructType columns) {
+    return new LanceCatalogTable(
+        python, dataSource, name, fixed, pinned, properties, companionScan, columns);
+  }
+
+  @Override
+  public StructType schema() {
+    StructType schema = python.schema();
+    for (StructField field : added.fields()) {
+      schema = schema.add(field);
+    }
+    return schema;
+  }
+
+  @Override
+  public org.apache.spark.sql.connector.catalog.Column[] columns() {
+    org.apache.spark.sql.connector.catalog.Column[] own = python.columns();
+    org.apache.spark.sql.connector.catalog.Column[] all =
+        java.util.Arrays.copyOf(own, own.length + added.length());
+    for (int i = 0; i < added.length(); i++) {
+      StructField field = added.fields()[i];
+      all[own.length + i] =
+          org.apache.spark.sql.connector.catalog.Column.create(field.name(), field.dataType(), true);
+    }
+    return all;
   }
 
   /** This table, read by the companion's scan (what {@link LanceScanRule} gives batch reads). */
   LanceCatalogTable withCompanionScan() {
-    return new LanceCatalogTable(python, dataSource, name, fixed, pinned, properties, true);
+    return new LanceCatalogTable(python, dataSource, name, fixed, pinned, properties, true, added);
   }
 
   /**
@@ -173,14 +208,22 @@ final class LanceCatalogTable extends PythonTableView
     });
     merged.put(LanceSessionCatalog.VERSION_AS_OF, Long.toString(version));
     return new LanceScanBuilder(
-        dataSource, python.name(), python.schema(), new CaseInsensitiveStringMap(merged));
+        dataSource, python.name(), python.schema(), new CaseInsensitiveStringMap(merged))
+        .withAddedColumns(added);
   }
 
   /** Spark's Python write of a row-level operation's change rows (see LanceWriteTable). */
   BatchWrite changeWrite(LogicalWriteInfo info, StructType schema, Map<String, String> extra) {
+    Map<String, String> options = new HashMap<>(extra);
+    if (!added.isEmpty()) {
+      options.put(ADDED_COLUMNS_OPTION, String.join(",", added.fieldNames()));
+    }
     return LanceWriteTable.served(python, name, writeOptions(), false)
-        .changeWrite(info, schema, extra);
+        .changeWrite(info, schema, options);
   }
+
+  // The columns a MERGE WITH SCHEMA EVOLUTION adds (lance_spark/source/options.py).
+  static final String ADDED_COLUMNS_OPTION = LanceOptions.name("rowLevelAddedColumns");
 
   private void refuseOldVersion(String what) {
     if (pinned) {

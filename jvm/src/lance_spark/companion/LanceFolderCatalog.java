@@ -112,7 +112,7 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
 
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
-    return load(ident, null, null);
+    return LanceSessionCatalog.withEvolution(load(ident, null, null));
   }
 
   @Override
@@ -184,6 +184,12 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
   public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
     if (existing(ident) == null) {
       throw new NoSuchTableException(ident);
+    }
+    if (load(ident, null, null) instanceof LanceCatalogTable table) {
+      Table deferred = LanceSessionCatalog.deferEvolution(table, changes);
+      if (deferred != null) {
+        return deferred;  // MERGE WITH SCHEMA EVOLUTION: committed with the MERGE
+      }
     }
     ObjectNode args = identArgs(ident);
     args.set("changes", LanceSessionCatalog.changesJson(changes));

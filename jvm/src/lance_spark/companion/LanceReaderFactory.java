@@ -40,6 +40,7 @@ import org.apache.spark.sql.types.UserDefinedType;
 import org.apache.spark.sql.util.ArrowUtils$;
 import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import scala.Option;
@@ -71,6 +72,9 @@ final class LanceReaderFactory implements PartitionReaderFactory {
   private final Option<String> jobArtifactUUID;
   private final Option<String> sessionUUID;
   private final long limit;
+  // The columns of ``schema`` the Python reader does not read (a MERGE WITH SCHEMA EVOLUTION's
+  // new columns, not yet in the table): all null.
+  private final boolean[] absent;
 
   /** {@code limit}: the pushed LIMIT after which the Python reader stops, or -1. */
   LanceReaderFactory(
@@ -80,10 +84,26 @@ final class LanceReaderFactory implements PartitionReaderFactory {
       Option<String> jobArtifactUUID,
       Option<String> sessionUUID,
       long limit) {
+    this(source, readFunction, schema, schema, new boolean[schema.length()], jobArtifactUUID,
+        sessionUUID, limit);
+  }
+
+  /** {@code read}: the schema the Python reader's batches have (the columns of {@code schema}
+   * not {@code absent}, in order, maybe followed by others Spark does not read). */
+  LanceReaderFactory(
+      UserDefinedPythonDataSource source,
+      byte[] readFunction,
+      StructType schema,
+      StructType read,
+      boolean[] absent,
+      Option<String> jobArtifactUUID,
+      Option<String> sessionUUID,
+      long limit) {
     this.source = source;
     this.readFunction = readFunction;
     this.schema = schema;
-    this.stored = (StructType) sqlTypes(schema);
+    this.absent = absent.clone();
+    this.stored = (StructType) sqlTypes(read);
     this.jobArtifactUUID = jobArtifactUUID;
     this.sessionUUID = sessionUUID;
     this.limit = limit;
@@ -231,9 +251,17 @@ final class LanceReaderFactory implements PartitionReaderFactory {
       }
       ArrowColumnVector columns = (ArrowColumnVector) struct;
       ColumnVector[] vectors = new ColumnVector[schema.length()];
+      int child = 0;
       for (int i = 0; i < vectors.length; i++) {
-        TransferPair pair =
-            columns.getChild(i).getValueVector().getTransferPair(ArrowUtils$.MODULE$.rootAllocator());
+        if (absent[i]) {
+          ConstantColumnVector nulls =
+              new ConstantColumnVector(batch.numRows(), schema.fields()[i].dataType());
+          nulls.setNull();
+          vectors[i] = nulls;
+          continue;
+        }
+        TransferPair pair = columns.getChild(child++).getValueVector()
+            .getTransferPair(ArrowUtils$.MODULE$.rootAllocator());
         pair.transfer();
         vectors[i] = new LanceColumnVector(pair.getTo(), live);
       }

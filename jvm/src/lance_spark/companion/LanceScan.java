@@ -45,6 +45,10 @@ final class LanceScan implements Scan, Batch, SupportsReportStatistics, Supports
   private final Option<String> jobArtifactUUID;
   private final Option<String> sessionUUID;
   private final long limit;
+  // A MERGE WITH SCHEMA EVOLUTION's new columns: what the Python reader reads, and which
+  // columns of readSchema it does not (null: it reads readSchema).
+  private StructType read;
+  private boolean[] absent;
 
   /** {@code limit}: the LIMIT pushed to this scan, or -1. */
   LanceScan(
@@ -63,6 +67,27 @@ final class LanceScan implements Scan, Batch, SupportsReportStatistics, Supports
     this.jobArtifactUUID =
         JobArtifactSet$.MODULE$.getCurrentJobArtifactState().map(JobArtifactState::uuid);
     this.sessionUUID = loggingSessionUUID();
+  }
+
+  /** {@code other} with the schema {@code readSchema} (see {@link #withAbsentColumns}). */
+  LanceScan(StructType readSchema, LanceScan other) {
+    this.readSchema = readSchema;
+    this.limit = other.limit;
+    this.readInfo = other.readInfo;
+    this.source = other.source;
+    this.metadata = other.metadata;
+    this.rows = other.rows;
+    this.bytes = other.bytes;
+    this.jobArtifactUUID = other.jobArtifactUUID;
+    this.sessionUUID = other.sessionUUID;
+  }
+
+  /** This scan, whose Python reader reads {@code read}: {@code readSchema} without the
+   * columns {@code absent} marks (read as nulls). */
+  LanceScan withAbsentColumns(StructType read, boolean[] absent) {
+    this.read = read;
+    this.absent = absent.clone();
+    return this;
   }
 
   static Map<String, String> metadataOf(JsonNode reply) {
@@ -133,6 +158,10 @@ final class LanceScan implements Scan, Batch, SupportsReportStatistics, Supports
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
+    if (absent != null) {
+      return new LanceReaderFactory(source, readInfo.func(), readSchema, read, absent,
+          jobArtifactUUID, sessionUUID, limit);
+    }
     return new LanceReaderFactory(
         source, readInfo.func(), readSchema, jobArtifactUUID, sessionUUID, limit);
   }

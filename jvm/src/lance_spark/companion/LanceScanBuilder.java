@@ -61,6 +61,8 @@ final class LanceScanBuilder
   private StructType required;
   private Integer limit;
   private int counts; // COUNT(*) columns of a completely pushed aggregate, 0 when none
+  // A MERGE WITH SCHEMA EVOLUTION's new columns (not in the Lance table yet): read as nulls.
+  private StructType added = new StructType();
 
   LanceScanBuilder(
       PythonDataSourceV2 dataSource,
@@ -74,6 +76,13 @@ final class LanceScanBuilder
     this.required = schema;
   }
 
+  /** This builder, for a table with the new columns {@code columns} (see
+   * {@link LanceCatalogTable#withAddedColumns}). */
+  LanceScanBuilder withAddedColumns(StructType columns) {
+    added = columns;
+    return this;
+  }
+
   @Override
   public Filter[] pushFilters(Filter[] given) {
     if (given.length == 0 || !SQLConf.get().pythonFilterPushDown()) {
@@ -84,7 +93,8 @@ final class LanceScanBuilder
     List<Filter> candidates = new ArrayList<>();
     for (Filter filter : given) {
       boolean onMetadata = java.util.Arrays.stream(filter.references())
-          .anyMatch(name -> METADATA_COLUMNS.contains(name) && !hasField(schema, name));
+          .anyMatch(name -> METADATA_COLUMNS.contains(name) && !hasField(schema, name)
+              || hasField(added, name));
       (onMetadata ? rejected : candidates).add(filter);
     }
     if (candidates.isEmpty()) {
@@ -185,6 +195,35 @@ final class LanceScanBuilder
 
   @Override
   public Scan build() {
+    boolean[] absent = new boolean[required.length()];
+    List<StructField> read = new ArrayList<>();
+    for (int i = 0; i < absent.length; i++) {
+      StructField field = required.fields()[i];
+      absent[i] = hasField(added, field.name()) && !hasField(schema, field.name());
+      if (!absent[i]) {
+        read.add(field);
+      }
+    }
+    if (read.size() == absent.length) {
+      return buildRead();
+    }
+    // New columns of a MERGE WITH SCHEMA EVOLUTION: Python reads the others.
+    StructType wanted = required;
+    required = read.isEmpty() ? narrowest() : new StructType(read.toArray(new StructField[0]));
+    StructType pythonRead = required;
+    try {
+      Scan scan = buildRead();
+      if (!(scan instanceof LanceScan lance)) {
+        throw new IllegalStateException(
+            "lance_spark companion: a count of a table with new columns was planned as a read");
+      }
+      return new LanceScan(wanted, lance).withAbsentColumns(pythonRead, absent);
+    } finally {
+      required = wanted;
+    }
+  }
+
+  private Scan buildRead() {
     if (counts == 0 && limit == null && filtered != null && required.equals(schema)) {
       return new LanceScan(
           required, filtered.spark().readInfo(), filtered.reply(), dataSource.source(), -1);

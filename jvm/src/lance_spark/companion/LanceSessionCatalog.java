@@ -114,7 +114,65 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
 
   @Override
   public Table loadTable(Identifier ident) throws NoSuchTableException {
-    return load(ident, null, null);
+    return withEvolution(load(ident, null, null));
+  }
+
+  // MERGE WITH SCHEMA EVOLUTION: the columns Spark's analyzer asked alterTable to add, by the
+  // table's location, until its next loadTable on this thread (the one it plans the MERGE on)
+  // takes them. They are committed with the MERGE's own version (Python's row-level commit),
+  // or not at all when the statement fails.
+  private static final ThreadLocal<Map<String, StructType>> EVOLVING =
+      ThreadLocal.withInitial(HashMap::new);
+  // The analyzer rule of Spark's automatic schema evolution (an internal Spark class, see the
+  // upgrade checklist of docs/project/internals.md): alterTable called by it adds columns
+  // for the statement only.
+  private static final String SCHEMA_EVOLUTION_RULE =
+      "org.apache.spark.sql.catalyst.analysis.ResolveSchemaEvolution";
+
+  static Table withEvolution(Table table) {
+    if (table instanceof LanceCatalogTable lance && !EVOLVING.get().isEmpty()) {
+      StructType added = EVOLVING.get().remove(lance.writeOptions().get(LanceWriteTable.PATH));
+      if (added != null) {
+        return lance.withAddedColumns(added);
+      }
+    }
+    return table;
+  }
+
+  private static boolean calledBySchemaEvolution() {
+    return StackWalker.getInstance().walk(frames -> frames.anyMatch(
+        frame -> frame.getClassName().startsWith(SCHEMA_EVOLUTION_RULE)));
+  }
+
+  /**
+   * The columns ``changes`` add, when they are all new top-level columns (Spark's automatic
+   * schema evolution of a MERGE); else null.
+   */
+  static StructType addedColumns(TableChange... changes) {
+    StructType added = new StructType();
+    for (TableChange change : changes) {
+      if (!(change instanceof TableChange.AddColumn add) || add.fieldNames().length != 1
+          || add.position() != null) {
+        return null;
+      }
+      added = added.add(add.fieldNames()[0], add.dataType(), true);
+    }
+    return added.isEmpty() ? null : added;
+  }
+
+  /**
+   * {@code alterTable} called by Spark's automatic schema evolution with new columns only:
+   * nothing is committed; the table Spark loads next on this thread for the statement has
+   * them ({@link LanceCatalogTable#withAddedColumns}). Returns that table, or null when
+   * {@code changes} are an ALTER TABLE's.
+   */
+  static Table deferEvolution(LanceCatalogTable table, TableChange... changes) {
+    StructType added = addedColumns(changes);
+    if (added == null || !calledBySchemaEvolution()) {
+      return null;
+    }
+    EVOLVING.get().put(table.writeOptions().get(LanceWriteTable.PATH), added);
+    return table.withAddedColumns(added);
   }
 
   @Override
@@ -331,6 +389,10 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
         : notInCatalog(ident, null, null);
     if (!(lance instanceof LanceCatalogTable table)) {
       throw new NoSuchTableException(ident);
+    }
+    Table deferred = deferEvolution(table, changes);
+    if (deferred != null) {
+      return deferred;
     }
     ArrayNode json = changesJson(changes);
     List<TableChange> properties = new ArrayList<>();
