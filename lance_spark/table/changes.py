@@ -34,7 +34,6 @@ from lance_spark.source.commit import PROP_METRICS, PROP_STATEMENT_ID
 from lance_spark.source.options import (
     STATEMENT_ID,
     STATEMENT_PARAMETERS,
-    STORAGE_PREFIX,
 )
 from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
@@ -182,9 +181,6 @@ def run_sql(
     version's history entry says it changed, found by the statement's id."""
     spark, uri, storage = table.spark, table.uri, table.storage
     statement_id = uuid.uuid4().hex
-    # The session's own storage settings reach the statement's read and write without being
-    # named; only the table's others (LanceTable.forPath(storage_options=...)) are passed.
-    known = session.session_storage(spark)
     options = {
         STATEMENT_ID: statement_id,
         **(
@@ -192,10 +188,14 @@ def run_sql(
             if parameters
             else {}
         ),
-        **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items() if known.get(k) != v},
     }
+    # The table's storage options (LanceTable.forPath(storage_options=...)) travel on the
+    # class of a private format, as an internal read's do: the catalog loads the table (its
+    # schema, the row-level operation's pin) with them, and no secret is in the statement's
+    # text or its relation's options, which Spark shows in plans. The session's: ``lance``.
+    fmt = session.format_for(spark, storage)
     named = f" AS {_spark.quote_identifier(alias)}" if alias else ""
-    target = f"lance.{_spark.quote_identifier(uri)}{named} WITH ({_spark.sql_pairs(options)})"
+    target = f"{fmt}.{_spark.quote_identifier(uri)}{named} WITH ({_spark.sql_pairs(options)})"
 
     def attempt() -> int:
         before = statement_version(uri, storage)
