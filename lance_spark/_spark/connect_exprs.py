@@ -4,6 +4,7 @@ Spark SQL. Pure: no session needed."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from lance_spark._spark.sql import quote_identifier, sql_string
@@ -145,11 +146,19 @@ _INFIX = {
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def render(expr: Any, *, exact: bool = False) -> str:
+# Names a user-defined function node (CommonInlineUserDefinedFunction) for an exact text: the
+# temporary function it was registered as for the statement.
+UdfNamer = Callable[[Any], str]
+
+
+def render(expr: Any, *, exact: bool = False, udf: UdfNamer | None = None) -> str:
     """Readable Spark SQL text of a Connect expression tree, for history and messages: infix
     operators, identifiers quoted where needed, SQL literals; nodes it does not know are shown
     as Connect prints them, or (``exact``) refused with :class:`InvalidArgumentError`, for
-    text that Spark parses again as the same expression."""
+    text that Spark parses again as the same expression. ``udf`` names each user-defined
+    function call (by default its own name, which SQL resolves only when registered)."""
+    if udf is not None:
+        exact = True
     kind = type(expr).__name__
     if kind == "ColumnReference":
         parts = parse_identifier(str(expr._unparsed_identifier))
@@ -159,42 +168,44 @@ def render(expr: Any, *, exact: bool = False) -> str:
     if kind == "SQLExpression":
         return str(expr._expr)
     if kind == "LiteralExpression":
-        return _sql_literal(expr._value, expr._dataType)
+        return _sql_literal(expr._value, expr._dataType, exact=exact)
     if kind == "UnresolvedStar":
         target = expr._unparsed_target
         return "*" if target is None else str(target)
     if kind == "ColumnAlias":
         names = ", ".join(_sql_identifier(str(a)) for a in expr._alias)
-        return f"{render(expr._child, exact=exact)} AS {names}"
+        return f"{render(expr._child, exact=exact, udf=udf)} AS {names}"
     if kind == "CastExpression":
         data_type = expr._data_type
         type_text = data_type if isinstance(data_type, str) else data_type.simpleString()
         cast = "TRY_CAST" if expr._eval_mode == "try" else "CAST"
-        return f"{cast}({render(expr._expr, exact=exact)} AS {str(type_text).upper()})"
+        return f"{cast}({render(expr._expr, exact=exact, udf=udf)} AS {str(type_text).upper()})"
     if kind == "CaseWhen":
         branches = "".join(
-            f" WHEN {render(c, exact=exact)} THEN {render(v, exact=exact)}"
+            f" WHEN {render(c, exact=exact, udf=udf)} THEN {render(v, exact=exact, udf=udf)}"
             for c, v in expr._branches
         )
         otherwise = (
-            "" if expr._else_value is None else f" ELSE {render(expr._else_value, exact=exact)}"
+            ""
+            if expr._else_value is None
+            else f" ELSE {render(expr._else_value, exact=exact, udf=udf)}"
         )
         return f"CASE{branches}{otherwise} END"
     if kind == "UnresolvedExtractValue":
-        return f"{render(expr._child, exact=exact)}[{render(expr._extraction, exact=exact)}]"
+        return f"{render(expr._child, exact=exact, udf=udf)}[{render(expr._extraction, exact=exact, udf=udf)}]"
     if kind == "UnresolvedFunction":
         return _render_function(
-            str(expr._name), list(expr._args), bool(expr._is_distinct), exact=exact
+            str(expr._name), list(expr._args), bool(expr._is_distinct), exact=exact, udf=udf
         )
     if kind == "CommonInlineUserDefinedFunction":
-        args = ", ".join(render(a, exact=exact) for a in expr._arguments)
-        return f"{expr._function_name}({args})"
+        args = ", ".join(render(a, exact=exact, udf=udf) for a in expr._arguments)
+        return f"{expr._function_name if udf is None else udf(expr)}({args})"
     if kind == "UnresolvedNamedLambdaVariable":
         return ".".join(str(p) for p in expr._name_parts)
     if kind == "LambdaFunction":
-        names = ", ".join(render(a, exact=exact) for a in expr._arguments)
+        names = ", ".join(render(a, exact=exact, udf=udf) for a in expr._arguments)
         names = names if len(expr._arguments) == 1 else f"({names})"
-        return f"{names} -> {render(expr._function, exact=exact)}"
+        return f"{names} -> {render(expr._function, exact=exact, udf=udf)}"
     if exact:
         raise InvalidArgumentError(
             f"a Column holding {kind} cannot be run as a SQL statement's expression: pass it "
@@ -203,19 +214,21 @@ def render(expr: Any, *, exact: bool = False) -> str:
     return repr(expr)
 
 
-def _render_function(name: str, args: list[Any], distinct: bool, *, exact: bool) -> str:
+def _render_function(
+    name: str, args: list[Any], distinct: bool, *, exact: bool, udf: UdfNamer | None
+) -> str:
     lowered = name.lower()
     if lowered in _INFIX and len(args) == 2:
-        return f"({render(args[0], exact=exact)} {_INFIX[lowered]} {render(args[1], exact=exact)})"
+        return f"({render(args[0], exact=exact, udf=udf)} {_INFIX[lowered]} {render(args[1], exact=exact, udf=udf)})"
     if lowered == "not" and len(args) == 1:
-        return f"(NOT {render(args[0], exact=exact)})"
+        return f"(NOT {render(args[0], exact=exact, udf=udf)})"
     if lowered == "negative" and len(args) == 1:
-        return f"(- {render(args[0], exact=exact)})"
+        return f"(- {render(args[0], exact=exact, udf=udf)})"
     if lowered in ("isnull", "isnotnull") and len(args) == 1:
-        return f"({render(args[0], exact=exact)} IS {'NOT ' if lowered == 'isnotnull' else ''}NULL)"
+        return f"({render(args[0], exact=exact, udf=udf)} IS {'NOT ' if lowered == 'isnotnull' else ''}NULL)"
     if lowered == "in" and args:
-        return f"({render(args[0], exact=exact)} IN ({', '.join(render(a, exact=exact) for a in args[1:])}))"
-    inner = ", ".join(render(a, exact=exact) for a in args)
+        return f"({render(args[0], exact=exact, udf=udf)} IN ({', '.join(render(a, exact=exact, udf=udf) for a in args[1:])}))"
+    inner = ", ".join(render(a, exact=exact, udf=udf) for a in args)
     return f"{name}({'DISTINCT ' if distinct else ''}{inner})"
 
 
@@ -223,8 +236,9 @@ def _sql_identifier(name: str) -> str:
     return name if _PLAIN_NAME.fullmatch(name) else quote_identifier(name)
 
 
-def _sql_literal(value: Any, data_type: Any) -> str:
+def _sql_literal(value: Any, data_type: Any, *, exact: bool = False) -> str:
     import datetime
+    import decimal
 
     from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
@@ -243,7 +257,31 @@ def _sql_literal(value: Any, data_type: Any) -> str:
         if isinstance(moment, datetime.datetime):
             keyword = "TIMESTAMP_NTZ" if isinstance(data_type, TimestampNTZType) else "TIMESTAMP"
             return f"{keyword} '{moment.isoformat(sep=' ')}'"
+    from pyspark.sql.types import IntegerType, MapType, NumericType, StructType
+
+    if isinstance(data_type, StructType) and isinstance(value, (list, tuple, dict)):
+        values = [value.get(f.name) for f in data_type.fields] if isinstance(value, dict) else value
+        pairs = (
+            f"{sql_string(f.name)}, {_sql_literal(v, f.dataType, exact=exact)}"
+            for f, v in zip(data_type.fields, values, strict=True)
+        )
+        return f"named_struct({', '.join(pairs)})"
+    if isinstance(data_type, MapType) and isinstance(value, dict):
+        entries = (
+            f"{_sql_literal(k, data_type.keyType, exact=exact)}, "
+            f"{_sql_literal(v, data_type.valueType, exact=exact)}"
+            for k, v in value.items()
+        )
+        return f"map({', '.join(entries)})"
     if isinstance(value, (list, tuple)):
         element = getattr(data_type, "elementType", None)
-        return "array(" + ", ".join(_sql_literal(v, element) for v in value) + ")"
+        return "array(" + ", ".join(_sql_literal(v, element, exact=exact) for v in value) + ")"
+    if isinstance(value, decimal.Decimal) and value.is_finite():
+        # The value's own precision and scale (Connect sends them; its _dataType may not say).
+        return f"{format(value, 'f')}BD"
+    if exact and isinstance(data_type, NumericType) and not isinstance(data_type, IntegerType):
+        # Of its own type (1.5 alone is a decimal, 7 an int): the text cast, exact for every
+        # number (NaN and infinities too).
+        text = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(str(value), str(value))
+        return f"CAST({sql_string(text)} AS {data_type.simpleString().upper()})"
     return str(value)

@@ -11,13 +11,16 @@ pruning, the conservative conflict check), "does not only generate rows" (the so
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from lance_spark._spark.connect_exprs import expression_names, render
 from lance_spark._spark.session import is_connect
+from lance_spark._spark.sql import plain_sql, quote_identifier
+from lance_spark.errors import InvalidArgumentError
 
 _NON_DETERMINISTIC = frozenset(
     {"INVALID_NON_DETERMINISTIC_EXPRESSIONS", "AGGREGATE_FUNCTION_WITH_NONDETERMINISTIC_EXPRESSION"}
@@ -163,13 +166,49 @@ def column_text(column: Column) -> str:
     return str(java.toString())
 
 
-def column_sql(frame: DataFrame, column: Column) -> str:
+def column_sql(frame: DataFrame, column: Column, functions: list[str]) -> str:
     """A Column as Spark SQL text that Spark parses back to the same expression, for a
-    statement the table API runs as SQL (classic: resolved against ``frame``; Connect: the
-    expression tree rendered exactly, :func:`render`)."""
-    if not is_connect(frame.sparkSession):
-        return expression_sql(frame, column)
-    return render(column._expr, exact=True)
+    statement the table API runs as SQL (classic: resolved against ``frame`` and printed by
+    the companion's ``StatementSql``; Connect: the expression tree rendered exactly,
+    :func:`render`). Each Python UDF in it (pandas UDFs too) is registered as a temporary
+    function under a new name, which the text calls and ``functions`` receives: the caller
+    drops them after the statement (:func:`drop_functions`)."""
+    spark = frame.sparkSession
+    if not is_connect(spark):
+        java: Any = spark
+        renderer = java._jvm.lance_spark.companion.StatementSql
+        if type(renderer).__name__ == "JavaPackage":  # no companion: the statement says so
+            return expression_sql(frame, column)
+        expression = _plan(frame.select(column.alias(_PROBE))).projectList().head().child()
+        rendered = [str(t) for t in renderer.render(expression, java._jsparkSession)]
+        functions.extend(rendered[1:])
+        return rendered[0]
+
+    def udf(node: Any) -> str:
+        function = node._function
+        if type(function).__name__ != "PythonUDF":
+            raise InvalidArgumentError(
+                f"a Column calling {node._function_name!r}, a {type(function).__name__}, "
+                "cannot be run in a statement: give a Python or pandas UDF, or register the "
+                "function and call it by name in a SQL string"
+            )
+        name = f"lance_spark_udf_{uuid.uuid4().hex}"
+        output = function._output_type
+        output = getattr(output, "data_type_string", output)  # an unparsed type: its text
+        client: Any = spark
+        client._client.register_udf(
+            function._func, output, name, function._eval_type, node._deterministic
+        )
+        functions.append(name)
+        return name
+
+    return render(column._expr, udf=udf)
+
+
+def drop_functions(spark: SparkSession, functions: Iterable[str]) -> None:
+    """Drops the temporary functions :func:`column_sql` registered."""
+    for name in functions:
+        plain_sql(spark)(f"DROP TEMPORARY FUNCTION IF EXISTS {quote_identifier(name)}")
 
 
 # Leaves that produce the same rows on every evaluation (nothing is read).

@@ -78,6 +78,14 @@ SURFACE: tuple[Private, ...] = (
         "connect_exprs",
         connect=True,
     ),
+    Private(
+        f"{_E}:CommonInlineUserDefinedFunction",
+        ("_function", "_deterministic"),
+        "plans",
+        connect=True,
+    ),
+    Private(f"{_E}:PythonUDF", ("_func", "_output_type", "_eval_type"), "plans", connect=True),
+    Private(f"{_C}.session:SparkSession", ("_client",), "plans", connect=True),
     Private(f"{_E}:UnresolvedNamedLambdaVariable", ("_name_parts",), "connect_exprs", connect=True),
 )
 

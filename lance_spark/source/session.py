@@ -60,6 +60,14 @@ def lance_reader(spark: SparkSession, storage: Mapping[str, str]) -> DataFrameRe
     return spark.read.format(_format_for(spark, storage))
 
 
+def format_for(spark: SparkSession, storage: Mapping[str, str]) -> str:
+    """The data source name that reads and writes with ``storage``: ``lance`` for the
+    session's, else a private format carrying it on its class (never as options, which Spark
+    shows in plans). A statement names a table with its own storage options as
+    ``<format>.`<path>``` (the companion's catalog resolves the private names too)."""
+    return _format_for(spark, storage)
+
+
 def source_class(defaults: SessionDefaults, name: str) -> type[LanceDataSource]:
     # A class made here (not importable by name) is pickled by value, so the defaults reach
     # the Python workers that plan and run reads and writes: they cannot read the Spark conf.

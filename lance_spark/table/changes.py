@@ -34,7 +34,6 @@ from lance_spark.source.commit import PROP_METRICS, PROP_STATEMENT_ID
 from lance_spark.source.options import (
     STATEMENT_ID,
     STATEMENT_PARAMETERS,
-    STORAGE_PREFIX,
 )
 from lance_spark.table import job_runner as _jobs
 from lance_spark.table.context import TableContext
@@ -43,8 +42,9 @@ from lance_spark.table.context import TableContext
 def delete_where(table: TableContext, *, condition: str | Column | None) -> int:
     """Delete the rows matching ``condition`` (all rows when None); returns how many. Spark
     plans the DELETE (the companion's row-level operation), as it does the SQL statement."""
-    where = _where(SqlText(table), condition)
-    counts = run_sql(table, statement=lambda target, _: f"DELETE FROM {target}{where}")
+    with SqlText(table) as text:
+        where = _where(text, condition)
+        counts = run_sql(table, statement=lambda target, _: f"DELETE FROM {target}{where}")
     return counts.deleted
 
 
@@ -64,18 +64,18 @@ def update_where(
             f"UPDATE sets column {unknown[0]!r}, which the Lance table at {table.uri!r} does not "
             f"have; columns: {', '.join(names)}"
         )
-    text = SqlText(table)
-    sets = ", ".join(
-        f"{_spark.quote_identifier(by_lower[k.lower()])} = {enclosed(text(v))}"
-        for k, v in assignments.items()
-    )
-    where = _where(text, condition)
-    counts = run_sql(
-        table,
-        # The companion's LanceStatementParameters adds the predicate.
-        parameters={"set": ", ".join(sorted(assignments))},
-        statement=lambda target, _: f"UPDATE {target} SET {sets}{where}",
-    )
+    with SqlText(table) as text:
+        sets = ", ".join(
+            f"{_spark.quote_identifier(by_lower[k.lower()])} = {enclosed(text(v))}"
+            for k, v in assignments.items()
+        )
+        where = _where(text, condition)
+        counts = run_sql(
+            table,
+            # The companion's LanceStatementParameters adds the predicate.
+            parameters={"set": ", ".join(sorted(assignments))},
+            statement=lambda target, _: f"UPDATE {target} SET {sets}{where}",
+        )
     return counts.updated
 
 
@@ -140,7 +140,9 @@ def _unbalanced(text: str) -> str | None:
 class SqlText:
     """The SQL text of a statement's expressions: a string as it is, a Column rendered
     (resolved on classic, by :func:`_spark.column_sql`, against the table, or against what
-    ``around`` makes of the table's DataFrame: a MERGE's target joined with its source)."""
+    ``around`` makes of the table's DataFrame: a MERGE's target joined with its source).
+    A context manager: the Python UDFs of its Columns are the session's temporary functions
+    (under new names) until it exits, after the statement."""
 
     def __init__(
         self, table: TableContext, *, around: Callable[[DataFrame], DataFrame] | None = None
@@ -148,6 +150,14 @@ class SqlText:
         self._table = table
         self._around = around
         self._frame: DataFrame | None = None
+        self._functions: list[str] = []
+
+    def __enter__(self) -> SqlText:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        functions, self._functions = self._functions, []
+        _spark.drop_functions(self._table.spark, functions)
 
     def __call__(self, value: str | Column) -> str:
         if isinstance(value, str):
@@ -155,7 +165,7 @@ class SqlText:
         if self._frame is None:
             frame = table_frame(self._table)
             self._frame = frame if self._around is None else self._around(frame)
-        return _spark.column_sql(self._frame, value)
+        return _spark.column_sql(self._frame, value, self._functions)
 
 
 def table_frame(table: TableContext) -> DataFrame:
@@ -182,9 +192,6 @@ def run_sql(
     version's history entry says it changed, found by the statement's id."""
     spark, uri, storage = table.spark, table.uri, table.storage
     statement_id = uuid.uuid4().hex
-    # The session's own storage settings reach the statement's read and write without being
-    # named; only the table's others (LanceTable.forPath(storage_options=...)) are passed.
-    known = session.session_storage(spark)
     options = {
         STATEMENT_ID: statement_id,
         **(
@@ -192,10 +199,14 @@ def run_sql(
             if parameters
             else {}
         ),
-        **{f"{STORAGE_PREFIX}{k}": v for k, v in storage.items() if known.get(k) != v},
     }
+    # The table's storage options (LanceTable.forPath(storage_options=...)) travel on the
+    # class of a private format, as an internal read's do: the catalog loads the table (its
+    # schema, the row-level operation's pin) with them, and no secret is in the statement's
+    # text or its relation's options, which Spark shows in plans. The session's: ``lance``.
+    fmt = session.format_for(spark, storage)
     named = f" AS {_spark.quote_identifier(alias)}" if alias else ""
-    target = f"lance.{_spark.quote_identifier(uri)}{named} WITH ({_spark.sql_pairs(options)})"
+    target = f"{fmt}.{_spark.quote_identifier(uri)}{named} WITH ({_spark.sql_pairs(options)})"
 
     def attempt() -> int:
         before = statement_version(uri, storage)

@@ -10,6 +10,7 @@ on top: the result row, the redo on a conflicting commit, and the connector's er
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ def merge(table: TableContext, *, spec: MergeSpec) -> row_level.ChangeCounts:
     cached = source.storageLevel == StorageLevel.NONE and not _spark.generates_rows(source)
     if cached:
         source.persist(StorageLevel.MEMORY_AND_DISK)
+    stack = contextlib.ExitStack()
     try:
         # A Column of the source DataFrame (``src["id"]``) keeps its side: Columns are
         # resolved against the target joined with the source, under the statement's aliases.
@@ -121,6 +123,7 @@ def merge(table: TableContext, *, spec: MergeSpec) -> row_level.ChangeCounts:
                 target.alias(spec.target_alias) if spec.target_alias else target
             ).crossJoin(spec.source.alias(source_alias)),
         )
+        stack.enter_context(text)
         on = changes.enclosed(text(spec.condition))
         whens = " ".join(_clause_sql(c, text, names, spec.target_alias) for c in spec.clauses)
         if all(c.kind is ClauseKind.NOT_MATCHED_INSERT for c in spec.clauses):
@@ -150,6 +153,7 @@ def merge(table: TableContext, *, spec: MergeSpec) -> row_level.ChangeCounts:
                 f"{_first_line(err)} Nothing was committed to the Lance table at {table.uri!r}."
             ) from err
     finally:
+        stack.close()
         if cached:
             source.unpersist()
 

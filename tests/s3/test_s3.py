@@ -405,3 +405,49 @@ def test_stream_from_and_to_s3_exactly_once(
         k for k in list_keys(endpoint, bucket) if k.startswith("copy.lance/_lance_spark/")
     )
     assert left and all("/txn/" in k and "/state-" in k for k in left), left
+
+
+def test_table_api_with_its_own_storage_options(
+    spark: SparkSession, bucket: str, endpoint: str, request: pytest.FixtureRequest
+) -> None:
+    """Every method of a LanceTable opened with storage options (none in the session): the
+    statements (UPDATE, MERGE, DELETE) load the table with them, and the secret stays out of
+    their plans, errors and logs."""
+    from lance_spark import LanceTable
+
+    storage = lance_storage_options(endpoint, secret_key=SECRET)
+    uri = f"s3://{bucket}/sec.lance"
+    with_storage(pets(spark, FIRST).write.format("lance").mode("append"), storage).save(uri)
+    t = LanceTable.forPath(spark, uri, storage_options=storage)
+    assert t.update(condition="id < 3", set={"species": "'u'"}).first()[0] == 2
+    source = spark.createDataFrame([(3, "Nemo", "eel", 2), (9, "Neo", "owl", 1)], PETS_SCHEMA)
+    merged = (
+        t.alias("t")
+        .merge(source.alias("s"), "s.id = t.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    assert tuple(merged.first()) == (2, 1, 0, 1)
+    assert t.delete("id = 1").first()[0] == 1
+    expected = [(2, "Tom", "u", 5), (3, "Nemo", "eel", 2), (9, "Neo", "owl", 1)]
+    assert as_tuples(t.toDF()) == expected
+    ds = lance.dataset(uri, storage_options=storage)
+    assert sorted(tuple(r.values()) for r in ds.to_table().to_pylist()) == expected
+    t.addColumns({"age2": "age * 2"})
+    t.updateColumns(spark.createDataFrame([(2, 50)], "id long, age2 int"), on="id")
+    t.createIndex("id", "BTREE")
+    assert [r["name"] for r in t.listIndices().collect()] == ["id_idx"]
+    t.optimize().executeCompaction()
+    assert t.vacuum(0, dryRun=True).first() is not None
+    operations = [r["operation"] for r in t.history().orderBy("version").collect()]
+    assert operations[:4] == ["WRITE", "UPDATE", "MERGE", "DELETE"], operations
+    assert as_tuples(t.toDF().select("id", "age2")) == [(2, 50), (3, 4), (9, 2)]
+    assert t.detail().first()["numRows"] == 3
+    t.restoreToVersion(1)
+    assert as_tuples(t.toDF()) == sorted(FIRST)
+    # A failing statement's error and the plans name the table, never the secret.
+    with pytest.raises(PySparkException) as caught:
+        t.update(condition="id = 1", set={"age": "nope + 1"})
+    assert "nope" in str(caught.value) and SECRET not in _full_text(caught.value)
+    assert SECRET not in _captured_logs(request)

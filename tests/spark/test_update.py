@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 
 import lance
+import pandas as pd
 import pytest
 from pyspark.errors import AnalysisException
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 from lance_spark import LanceTable
@@ -108,3 +109,132 @@ def test_update_nothing_matched_and_errors(spark: SparkSession, table_uri: str) 
         t.update("id = 1", {"v": "array(1.0f)"})
     assert lance.dataset(table_uri).version == 1
     assert set(os.listdir(os.path.join(table_uri, "data"))) == files_before
+
+
+def test_every_kind_of_column_in_update_merge_and_delete(
+    spark: SparkSession, table_uri: str
+) -> None:
+    """Python and pandas UDFs, higher-order functions, struct and array builders and literals
+    of any type, in update's set and condition, a MERGE's clauses and delete's condition:
+    the table ends as Spark's own evaluation of the same Columns on an in-memory copy."""
+    import datetime
+    from decimal import Decimal
+
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import LongType, StringType
+
+    schema = (
+        "id long, tag string, xs array<long>, s struct<a:long,b:string>, d date, amt decimal(10,2)"
+    )
+    rows = [
+        (i, f"t{i}", [i, i + 1], (i, f"b{i}"), datetime.date(2020, 1, 1 + i), Decimal(i))
+        for i in range(12)
+    ]
+    spark.createDataFrame(rows, schema).write.format("lance").save(table_uri)
+    t = LanceTable.forPath(spark, table_uri)
+
+    # No type hints on the Python UDF: PySpark 4 would take it for an Arrow UDF.
+    bang = F.udf(lambda s: s + "!", StringType())
+
+    @F.pandas_udf(LongType())  # type: ignore[call-overload]
+    def plus_one(v: pd.Series) -> pd.Series:
+        return v + 1
+
+    values: dict[str, Column] = {
+        "tag": bang(F.col("tag")),
+        "xs": F.transform("xs", lambda x: x * 10),
+        "s": F.struct(plus_one(F.col("id")).alias("a"), F.lit("new").alias("b")),
+        "d": F.lit(datetime.date(2030, 5, 6)),
+        "amt": F.lit(Decimal("12.34")),
+    }
+    condition = (
+        (plus_one(F.col("id")) < 5)
+        & F.exists("xs", lambda x: x > 1)
+        & (F.col("amt") < F.lit(100.5))
+        & (F.col("xs") != F.lit([7, 8]))
+    )
+
+    def expected_update(frame: DataFrame, cond: Column, sets: dict[str, Column]) -> list[Row]:
+        return sorted(
+            frame.select(
+                *[
+                    F.when(cond, sets[c]).otherwise(F.col(c)).alias(c) if c in sets else c
+                    for c in frame.columns
+                ]
+            ).collect()
+        )
+
+    def table_rows() -> list[Row]:
+        return sorted(t.toDF().collect())
+
+    memory = spark.createDataFrame(rows, schema)
+    want = expected_update(memory, condition, values)
+    assert t.update(condition=condition, set=values).first()[0] == 3
+    assert table_rows() == want
+
+    # delete: a UDF and a higher-order function in the condition.
+    memory = spark.createDataFrame(want, schema)
+    gone = (bang(F.col("tag")) == F.lit("t7!")) | F.exists("xs", lambda x: x == 40)
+    want = sorted(memory.where(~gone).collect())
+    assert t.delete(gone).first()[0] == 2
+    assert table_rows() == want
+
+    # MERGE: UDFs and the other kinds in a clause's condition, set and values; the expected
+    # rows are Spark's evaluation of the same Columns on the in-memory join.
+    target = spark.createDataFrame(want, schema)
+    source = spark.createDataFrame(
+        [
+            (1, "n1", [5], (0, "x"), datetime.date(2021, 1, 1), Decimal(1)),
+            (2, "n2", [6], (0, "x"), datetime.date(2021, 1, 2), Decimal(2)),
+            (3, "n3", [7], (0, "x"), datetime.date(2021, 1, 3), Decimal(3)),
+            (20, "n20", [8], (0, "x"), datetime.date(2021, 1, 4), Decimal(4)),
+        ],
+        schema,
+    )
+    on = F.col("t.id") == F.col("s.id")
+    delete_when = bang(F.col("s.tag")) == F.lit("n2!")
+    update_when = F.exists("t.xs", lambda x: x > 0) & (plus_one(F.col("s.id")) > 1)
+    update_set: dict[str, Column] = {
+        "tag": bang(F.col("s.tag")),
+        "xs": F.transform("s.xs", lambda x: x + F.col("t.id")),
+        "s": F.struct(plus_one(F.col("t.id")).alias("a"), F.col("s.tag").alias("b")),
+        "amt": F.lit(Decimal("0.50")),
+    }
+    insert_values: dict[str, Column] = {
+        "id": F.col("s.id"),
+        "tag": bang(F.col("s.tag")),
+        "xs": F.array(plus_one(F.col("s.id")), F.lit(0).cast("long")),
+        "s": F.struct(F.lit(7).cast("long").alias("a"), F.lit("i").alias("b")),
+        "d": F.lit(datetime.date(2031, 1, 1)),
+    }
+    joined = target.alias("t").join(source.alias("s"), on)
+    matched = {r["id"] for r in joined.select("t.id").collect()}
+    deleted = {r["id"] for r in joined.where(delete_when).select("t.id").collect()}
+    updated = joined.where(~delete_when & update_when).select(
+        *[update_set.get(c, F.col(f"t.{c}")).alias(c) for c in target.columns]
+    )
+    inserted = (
+        source.alias("s")
+        .join(target.alias("t"), on, "left_anti")
+        .select(
+            *[
+                insert_values.get(c, F.lit(None)).cast(target.schema[c].dataType).alias(c)
+                for c in target.columns
+            ]
+        )
+    )
+    changed = {r["id"] for r in updated.collect()}
+    kept = target.where(~F.col("id").isin(list(deleted | changed)))
+    want = sorted(kept.unionByName(updated).unionByName(inserted).collect())
+    assert matched == {1, 2} and deleted == {2}
+    (
+        t.alias("t")
+        .merge(source.alias("s"), on)
+        .whenMatchedDelete(condition=delete_when)
+        .whenMatchedUpdate(condition=update_when, set=update_set)
+        .whenNotMatchedInsert(condition=plus_one(F.col("s.id")) > 0, values=insert_values)
+        .execute()
+    )
+    assert table_rows() == want
+    # The statements' temporary functions are gone.
+    assert not [f for f in spark.catalog.listFunctions() if f.name.startswith("lance_spark_")]

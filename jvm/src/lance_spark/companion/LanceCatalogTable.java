@@ -147,7 +147,8 @@ final class LanceCatalogTable extends PythonTableView
     if (known == null) {
       known = new HashMap<>(properties);
       InternalRow[] rows = LanceProcedures.result(
-          LanceProcedures.run(writeOptions(), "properties", LancePlanner.JSON.createObjectNode()))
+          LanceProcedures.run(
+              python.name(), writeOptions(), "properties", LancePlanner.JSON.createObjectNode()))
           .rows();
       for (InternalRow row : rows) {
         String key = row.getUTF8String(0).toString();
@@ -185,7 +186,8 @@ final class LanceCatalogTable extends PythonTableView
   public RowLevelOperationBuilder newRowLevelOperationBuilder(RowLevelOperationInfo info) {
     refuseOldVersion(info.command().toString());
     InternalRow[] rows = LanceProcedures.result(
-        LanceProcedures.run(writeOptions(), "pin", LancePlanner.JSON.createObjectNode())).rows();
+        LanceProcedures.run(
+            python.name(), writeOptions(), "pin", LancePlanner.JSON.createObjectNode())).rows();
     long version = rows[0].getLong(0);
     return () -> new LanceRowLevelOperation(this, info.command(), version);
   }
@@ -334,7 +336,8 @@ final class LanceCatalogTable extends PythonTableView
   /** What Python's {@code create_index} / {@code drop_index} did: done, exists or missing. */
   private String indexOutcome(String procedure, ObjectNode args) {
     InternalRow[] rows =  // create_index runs a Spark job (the index's segments)
-        LanceProcedures.result(LanceProcedures.runJobs(writeOptions(), procedure, args)).rows();
+        LanceProcedures.result(
+            LanceProcedures.runJobs(python.name(), writeOptions(), procedure, args)).rows();
     return rows[0].getUTF8String(0).toString();
   }
 
@@ -357,7 +360,7 @@ final class LanceCatalogTable extends PythonTableView
   @Override
   public TableIndex[] listIndexes() {
     InternalRow[] rows = LanceProcedures.result(
-        LanceProcedures.run(writeOptions(), "indexes", LancePlanner.JSON.createObjectNode()))
+        LanceProcedures.run(python.name(), writeOptions(), "indexes", LancePlanner.JSON.createObjectNode()))
         .rows();
     TableIndex[] indexes = new TableIndex[rows.length];
     for (int i = 0; i < rows.length; i++) {

@@ -106,7 +106,7 @@ public class LanceFolderCatalog implements TableCatalog, SupportsNamespaces {
       throw new NoSuchTableException(ident);
     }
     Map<String, String> properties = new HashMap<>(LanceSessionCatalog.pathProperties(location));
-    return LanceSessionCatalog.lanceTable(
+    return LanceSessionCatalog.lanceTable(PythonTableView.FORMAT,
         name + "." + ident, location, storage, properties, versionKey, versionValue, null);
   }
 

@@ -212,12 +212,27 @@ final class LanceProcedures {
   /** Runs procedure {@code name} in Python on the table the {@code lance} source reads with
    * {@code options}; Python's JSON reply. */
   static JsonNode run(Map<String, String> options, String name, ObjectNode args) {
-    return call(options, name, args, null).reply();
+    return run(PythonTableView.FORMAT, options, name, args);
+  }
+
+  /** As {@link #run}, on the table the Python source {@code format} ({@code lance} or a
+   * private format of it, which carries a table's own storage options) reads with
+   * {@code options}. */
+  static JsonNode run(String format, Map<String, String> options, String name, ObjectNode args) {
+    return call(format, options, name, args, null).reply();
   }
 
   /** As {@link #run}, running the Spark jobs the procedure asks for (see the class doc). */
   static JsonNode runJobs(Map<String, String> options, String name, ObjectNode args) {
-    LancePlanner.Result result = call(options, name, args, null);
+    return runJobs(PythonTableView.FORMAT, options, name, args);
+  }
+
+  /** As {@link #runJobs}, with the Python source {@code format} (see {@link #run(String,
+   * Map, String, ObjectNode)}). */
+  static JsonNode runJobs(
+      String format, Map<String, String> options, String name, ObjectNode args) {
+    PythonDataSourceV2 source = LanceSessionCatalog.provider(format);
+    LancePlanner.Result result = call(format, options, name, args, null);
     // The data a job reads, read once for all the calls that ask for it (its schema, its job).
     org.apache.spark.sql.classic.Dataset<org.apache.spark.sql.Row> frame = null;
     String frameOf = null;
@@ -238,18 +253,17 @@ final class LanceProcedures {
             found.put("files", frame.inputFiles().length);
           } else {
             StructType schema = (StructType) DataType.fromJson(job.get("schema").asText());
-            done = LanceJob.map(frame, job.get("map").asText(), schema,
-                LanceSessionCatalog.provider().source());
+            done = LanceJob.map(frame, job.get("map").asText(), schema, source.source());
           }
         } else {
-          done = LanceJob.run(result, LanceSessionCatalog.provider().source());
+          done = LanceJob.run(result, source.source());
         }
       } catch (Exception e) {  // Spark's SparkException, which Scala throws undeclared
         ObjectNode failed = LancePlanner.JSON.createObjectNode();
         failed.set("state", job.get("state"));
         failed.putNull("results");
         try {
-          call(options, name, args, failed);
+          call(format, options, name, args, failed);
         } catch (Exception cleanup) {
           e.addSuppressed(cleanup);
         }
@@ -261,19 +275,19 @@ final class LanceProcedures {
           results.add(Base64.getEncoder().encodeToString(blob));
         }
       }
-      result = call(options, name, args, resume);
+      result = call(format, options, name, args, resume);
     }
     return result.reply();
   }
 
-  private static LancePlanner.Result call(
+  private static LancePlanner.Result call(String format,
       Map<String, String> options, String name, ObjectNode args, ObjectNode resume) {
-    PythonDataSourceV2 source = LanceSessionCatalog.provider();
+    PythonDataSourceV2 source = LanceSessionCatalog.provider(format);
     org.apache.spark.sql.util.CaseInsensitiveStringMap map =
         new org.apache.spark.sql.util.CaseInsensitiveStringMap(options);
     // A (empty) schema given: the Python source is created without calling schema().
     PythonDataSourceCreationResult created =
-        source.getOrCreateDataSourceInPython(PythonTableView.FORMAT, map, Option.apply(new StructType()));
+        source.getOrCreateDataSourceInPython(format, map, Option.apply(new StructType()));
     PythonFunction python = source.source().createPythonFunction(created.dataSource());
     ObjectNode request = LancePlanner.JSON.createObjectNode();
     request.put("protocol", LanceExtensions.PROTOCOL);

@@ -718,7 +718,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
   /** A path identifier or a branch of a Lance table, or null: {@code ident} names neither. */
   private Table notInCatalog(Identifier ident, String versionKey, String versionValue) {
     if (isPathIdentifier(ident.namespace(), ident.name())) {
-      return lanceTable(ident.toString(), ident.name(), Map.of(),
+      return lanceTable(ident.namespace()[0], ident.toString(), ident.name(), Map.of(),
           pathProperties(ident.name()), versionKey, versionValue, null);
     }
     String name = ident.name();
@@ -735,7 +735,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
       baseNamespace = new String[] {SparkSession.active().catalog().currentDatabase()};
     }
     if (isPathIdentifier(baseNamespace, baseName)) {
-      return lanceTable(ident.toString(), baseName, Map.of(BRANCH, branch),
+      return lanceTable(baseNamespace[0], ident.toString(), baseName, Map.of(BRANCH, branch),
           pathProperties(baseName), versionKey, versionValue, null);
     }
     Table base;
@@ -767,7 +767,8 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     }
     // The schema is Lance's (Python's), not the entry's: the table may have changed outside
     // the catalog (another writer, a RESTORE), and a branch's columns may differ.
-    return lanceTable(name, location(entry.location()), options, v1.properties(), versionKey,
+    return lanceTable(PythonTableView.FORMAT, name, location(entry.location()), options,
+        v1.properties(), versionKey,
         versionValue, branch == null && versionKey == null ? entry.schema() : null);
   }
 
@@ -789,10 +790,13 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
 
   /**
    * {@code lance.`path`}: Delta's rule (the namespace is the format's name, the name an
-   * absolute path or a URI) when {@code spark.sql.runSQLOnFiles} is on.
+   * absolute path or a URI) when {@code spark.sql.runSQLOnFiles} is on. The namespace may also
+   * be one of lance_spark's private formats ({@code lance_storage_<n>.`path`}): the table
+   * API's statements on a table with its own storage options, which travel on that format's
+   * Python class, never as options (Spark shows options in plans).
    */
   static boolean isPathIdentifier(String[] namespace, String name) {
-    if (namespace.length != 1 || !PATH_NAMESPACE.equalsIgnoreCase(namespace[0])) {
+    if (namespace.length != 1 || !PythonTableView.isLanceFormat(namespace[0])) {
       return false;
     }
     if (!SQLConf.get().runSQLonFile()) {
@@ -825,6 +829,7 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
    * fails in Python saying what is missing; null: Python's error is the load's.
    */
   static Table lanceTable(
+      String format,
       String name,
       String path,
       Map<String, String> options,
@@ -841,26 +846,30 @@ public class LanceSessionCatalog extends DelegatingCatalogExtension
     // A provider caches the Python instance it first creates: this one is for the schema.
     StructType schema;
     try {
-      schema = provider().inferSchema(fixed);
+      schema = provider(format).inferSchema(fixed);
     } catch (Exception e) {  // Python's error: an AnalysisException, which Scala throws undeclared
       if (entrySchema == null) {
         throw LanceSessionCatalog.<RuntimeException>rethrow(e);
       }
       schema = entrySchema;
     }
-    PythonDataSourceV2 source = provider();
+    PythonDataSourceV2 source = provider(format);
     PythonTable python = (PythonTable) source.getTable(schema, new Transform[0], all);
     return new LanceCatalogTable(python, source, name, fixed, versionKey != null, properties);
   }
 
   static PythonDataSourceV2 provider() {
-    Option<TableProvider> found =
-        DataSource$.MODULE$.lookupDataSourceV2(PythonTableView.FORMAT, SQLConf.get());
+    return provider(PythonTableView.FORMAT);
+  }
+
+  /** The Python data source {@code format}: {@code lance} or a private format of it. */
+  static PythonDataSourceV2 provider(String format) {
+    Option<TableProvider> found = DataSource$.MODULE$.lookupDataSourceV2(format, SQLConf.get());
     if (found.isDefined() && found.get() instanceof PythonDataSourceV2 python) {
       return python;
     }
     throw new IllegalStateException(
-        "lance_spark companion: the Python data source 'lance' is not registered in this "
-            + "session (is lance_spark installed for the Python of the driver?)");
+        "lance_spark companion: the Python data source '" + format + "' is not registered in "
+            + "this session (is lance_spark installed for the Python of the driver?)");
   }
 }

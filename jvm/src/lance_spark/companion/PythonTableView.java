@@ -33,12 +33,15 @@ abstract class PythonTableView implements Table {
 
   /** {@code table} as a {@code lance} Python table, or null when it is not one. */
   static PythonTable lanceTable(Table table) {
-    if (table instanceof PythonTable python
-        && (FORMAT.equalsIgnoreCase(python.name())
-            || PRIVATE_FORMAT.matcher(python.name()).matches())) {
+    if (table instanceof PythonTable python && isLanceFormat(python.name())) {
       return python;
     }
     return null;
+  }
+
+  /** {@code lance} or one of lance_spark's private formats (a table's own storage options). */
+  static boolean isLanceFormat(String name) {
+    return FORMAT.equalsIgnoreCase(name) || PRIVATE_FORMAT.matcher(name).matches();
   }
 
   /** {@code relation} reading or writing {@code table} instead of its own. */
