@@ -14,7 +14,7 @@ JAR    := lance_spark/jars/lance-spark-companion.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java') $(shell find jvm/resources -type f)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo bench bench-scale test test-unit lint docs clean java jdk venv jar dist
+.PHONY: help demo bench bench-scale test test-quick test-unit lint docs clean java jdk venv jar dist
 
 help: ## Show the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -61,6 +61,9 @@ bench-scale: jdk $(STAMP) $(JAR) ## many versions / fragments, compaction, worke
 # waiting on JVMs and servers, so two share the 2 cores (each has its own sessions and servers).
 test: jdk $(STAMP) $(JAR) ## Run every test: unit, Spark, standalone cluster and S3 (moto)
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+
+test-quick: jdk $(STAMP) $(JAR) ## The development loop: the unit tests and one end-to-end smoke per area (tests/_quick.py)
+	$(PY) -m pytest -m quick -q -p no:cacheprovider
 
 test-unit: $(STAMP) ## Run the fast tests that need no JVM
 	$(PY) -m pytest tests/unit

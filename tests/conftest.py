@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _quick import SMOKES
 from _servers import FAST_JVM
 from hypothesis import settings
 
@@ -72,6 +73,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
 
     items.sort(key=rank)
+    smokes = set(SMOKES.values())
+    for item in items:
+        if item.nodeid in smokes or item.nodeid.startswith("tests/unit/"):
+            item.add_marker(pytest.mark.quick)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
